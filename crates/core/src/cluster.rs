@@ -1,0 +1,301 @@
+//! The cluster: nodes with addressable GPUs, and which job holds each GPU.
+
+use crate::ids::{GpuId, GpuTypeId, JobId, NodeId};
+
+/// Most GPUs one node may hold; free GPUs of a node are a 64-bit mask.
+pub const MAX_GPUS_PER_NODE: u32 = 64;
+
+/// One server as configured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeSpec {
+    pub name: String,
+    pub gpu_type: GpuTypeId,
+    pub gpus: u32,
+    pub cpus: u32,
+    pub memory_gib: u32,
+    /// Rack (or switch) the node hangs off; placement may prefer one rack.
+    pub rack: u32,
+}
+
+/// A cluster as configured: GPU type names and nodes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClusterSpec {
+    pub gpu_types: Vec<String>,
+    pub nodes: Vec<NodeSpec>,
+}
+
+/// A cluster that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("the cluster has no GPUs")]
+    NoGpus,
+    #[error("node {node} has {gpus} GPUs; at most {MAX_GPUS_PER_NODE} per node are supported")]
+    TooManyGpusPerNode { node: String, gpus: u32 },
+    #[error("node {node} names GPU type #{gpu_type}, but only {known} types are declared")]
+    UnknownGpuType { node: String, gpu_type: u32, known: usize },
+}
+
+impl ClusterSpec {
+    /// `nodes` identical nodes of one GPU type, racks of `nodes_per_rack`.
+    pub fn homogeneous(gpu_type: &str, nodes: u32, gpus_per_node: u32) -> ClusterSpec {
+        let mut spec = ClusterSpec { gpu_types: vec![gpu_type.to_string()], nodes: Vec::new() };
+        spec.add_nodes(GpuTypeId(0), nodes, gpus_per_node, 0, 0);
+        spec
+    }
+
+    /// Appends `count` nodes; returns nothing, names them `<type>-<n>`.
+    pub fn add_nodes(&mut self, gpu_type: GpuTypeId, count: u32, gpus: u32, cpus: u32, memory_gib: u32) {
+        let type_name = self.gpu_types.get(gpu_type.index()).cloned().unwrap_or_default();
+        for _ in 0..count {
+            let n = self.nodes.len() as u32;
+            self.nodes.push(NodeSpec {
+                name: format!("{type_name}-{n}"),
+                gpu_type,
+                gpus,
+                cpus,
+                memory_gib,
+                rack: n / 16,
+            });
+        }
+    }
+
+    pub fn total_gpus(&self) -> u32 {
+        self.nodes.iter().map(|n| n.gpus).sum()
+    }
+
+    /// Index of a GPU type by name, adding it if new.
+    pub fn gpu_type_id(&mut self, name: &str) -> GpuTypeId {
+        match self.gpu_types.iter().position(|t| t == name) {
+            Some(i) => GpuTypeId(i as u32),
+            None => {
+                self.gpu_types.push(name.to_string());
+                GpuTypeId(self.gpu_types.len() as u32 - 1)
+            }
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ClusterError> {
+        for node in &self.nodes {
+            if node.gpus > MAX_GPUS_PER_NODE {
+                return Err(ClusterError::TooManyGpusPerNode { node: node.name.clone(), gpus: node.gpus });
+            }
+            if node.gpu_type.index() >= self.gpu_types.len() {
+                return Err(ClusterError::UnknownGpuType {
+                    node: node.name.clone(),
+                    gpu_type: node.gpu_type.0,
+                    known: self.gpu_types.len(),
+                });
+            }
+        }
+        if self.total_gpus() == 0 {
+            return Err(ClusterError::NoGpus);
+        }
+        Ok(())
+    }
+}
+
+/// Live state of the cluster: GPU ownership and node health.
+///
+/// Invariant: `free_mask[n]` has bit `i` set exactly when GPU `first_gpu[n] + i`
+/// is owned by nobody, and `free_count[n]` is its population count.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    spec: ClusterSpec,
+    first_gpu: Vec<u32>,
+    gpu_node: Vec<NodeId>,
+    owner: Vec<Option<JobId>>,
+    free_mask: Vec<u64>,
+    up: Vec<bool>,
+    free_up_gpus: u32,
+    up_gpus: u32,
+}
+
+impl Cluster {
+    pub fn new(spec: ClusterSpec) -> Result<Cluster, ClusterError> {
+        spec.validate()?;
+        let mut first_gpu = Vec::with_capacity(spec.nodes.len());
+        let mut gpu_node = Vec::new();
+        let mut free_mask = Vec::with_capacity(spec.nodes.len());
+        for (n, node) in spec.nodes.iter().enumerate() {
+            first_gpu.push(gpu_node.len() as u32);
+            gpu_node.extend(std::iter::repeat_n(NodeId(n as u32), node.gpus as usize));
+            free_mask.push(full_mask(node.gpus));
+        }
+        let total = gpu_node.len() as u32;
+        Ok(Cluster {
+            up: vec![true; spec.nodes.len()],
+            owner: vec![None; gpu_node.len()],
+            spec,
+            first_gpu,
+            gpu_node,
+            free_mask,
+            free_up_gpus: total,
+            up_gpus: total,
+        })
+    }
+
+    pub fn spec(&self) -> &ClusterSpec {
+        &self.spec
+    }
+    pub fn node_count(&self) -> usize {
+        self.spec.nodes.len()
+    }
+    pub fn node(&self, node: NodeId) -> &NodeSpec {
+        &self.spec.nodes[node.index()]
+    }
+    pub fn gpu_count(&self) -> u32 {
+        self.gpu_node.len() as u32
+    }
+    /// GPUs on nodes that are up.
+    pub fn up_gpus(&self) -> u32 {
+        self.up_gpus
+    }
+    /// Free GPUs on nodes that are up.
+    pub fn free_gpus(&self) -> u32 {
+        self.free_up_gpus
+    }
+    pub fn is_up(&self, node: NodeId) -> bool {
+        self.up[node.index()]
+    }
+    pub fn node_of(&self, gpu: GpuId) -> NodeId {
+        self.gpu_node[gpu.index()]
+    }
+    pub fn gpu_type_of(&self, gpu: GpuId) -> GpuTypeId {
+        self.node(self.node_of(gpu)).gpu_type
+    }
+    pub fn owner(&self, gpu: GpuId) -> Option<JobId> {
+        self.owner.get(gpu.index()).copied().flatten()
+    }
+    /// The GPU at `slot` of `node`.
+    pub fn gpu(&self, node: NodeId, slot: u32) -> GpuId {
+        GpuId(self.first_gpu[node.index()] + slot)
+    }
+    pub fn slot_of(&self, gpu: GpuId) -> u32 {
+        gpu.0 - self.first_gpu[self.node_of(gpu).index()]
+    }
+    /// Bit `i` set: slot `i` of the node is free (regardless of node health).
+    pub fn free_mask(&self, node: NodeId) -> u64 {
+        self.free_mask[node.index()]
+    }
+    pub fn free_masks(&self) -> &[u64] {
+        &self.free_mask
+    }
+    /// Largest GPU count on any node.
+    pub fn max_gpus_per_node(&self) -> u32 {
+        self.spec.nodes.iter().map(|n| n.gpus).max().unwrap_or(0)
+    }
+    pub fn gpus_of_type(&self, gpu_type: GpuTypeId) -> u32 {
+        self.spec.nodes.iter().filter(|n| n.gpu_type == gpu_type).map(|n| n.gpus).sum()
+    }
+
+    /// True if every GPU exists, is free, sits on a node that is up, and none repeats.
+    pub fn can_take(&self, gpus: &[GpuId]) -> bool {
+        let mut seen: Vec<GpuId> = gpus.to_vec();
+        seen.sort_unstable();
+        if seen.windows(2).any(|w| w[0] == w[1]) {
+            return false;
+        }
+        gpus.iter().all(|&g| {
+            g.index() < self.owner.len() && self.owner[g.index()].is_none() && self.up[self.node_of(g).index()]
+        })
+    }
+
+    /// Gives `gpus` to `job`. Caller has checked [`Cluster::can_take`].
+    pub(crate) fn take(&mut self, job: JobId, gpus: &[GpuId]) {
+        for &g in gpus {
+            assert!(self.owner[g.index()].is_none(), "{g} double-booked: held by {:?}, wanted by {job}", self.owner[g.index()]);
+            self.owner[g.index()] = Some(job);
+            let node = self.node_of(g);
+            self.free_mask[node.index()] &= !(1u64 << self.slot_of(g));
+            if self.up[node.index()] {
+                self.free_up_gpus -= 1;
+            }
+        }
+    }
+
+    /// Returns `gpus` held by `job` to the free pool.
+    pub(crate) fn release(&mut self, job: JobId, gpus: &[GpuId]) {
+        for &g in gpus {
+            assert_eq!(self.owner[g.index()], Some(job), "{g} released by {job}, which does not hold it");
+            self.owner[g.index()] = None;
+            let node = self.node_of(g);
+            self.free_mask[node.index()] |= 1u64 << self.slot_of(g);
+            if self.up[node.index()] {
+                self.free_up_gpus += 1;
+            }
+        }
+    }
+
+    pub(crate) fn set_up(&mut self, node: NodeId, up: bool) {
+        let i = node.index();
+        if self.up[i] == up {
+            return;
+        }
+        let gpus = self.spec.nodes[i].gpus;
+        let free = self.free_mask[i].count_ones();
+        if up {
+            self.up_gpus += gpus;
+            self.free_up_gpus += free;
+        } else {
+            self.up_gpus -= gpus;
+            self.free_up_gpus -= free;
+        }
+        self.up[i] = up;
+    }
+
+    /// Jobs holding GPUs on `node`, in id order, without repeats.
+    pub fn jobs_on(&self, node: NodeId) -> Vec<JobId> {
+        let first = self.first_gpu[node.index()] as usize;
+        let count = self.spec.nodes[node.index()].gpus as usize;
+        let mut jobs: Vec<JobId> = self.owner[first..first + count].iter().flatten().copied().collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        jobs
+    }
+}
+
+pub(crate) fn full_mask(gpus: u32) -> u64 {
+    if gpus >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << gpus) - 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn take_and_release_keep_counts() {
+        let mut c = Cluster::new(ClusterSpec::homogeneous("v100", 2, 4)).unwrap();
+        assert_eq!(c.free_gpus(), 8);
+        let gpus = [c.gpu(NodeId(1), 0), c.gpu(NodeId(1), 3)];
+        assert!(c.can_take(&gpus));
+        c.take(JobId(7), &gpus);
+        assert_eq!(c.free_gpus(), 6);
+        assert_eq!(c.free_mask(NodeId(1)), 0b0110);
+        assert!(!c.can_take(&gpus));
+        assert_eq!(c.jobs_on(NodeId(1)), vec![JobId(7)]);
+        c.set_up(NodeId(1), false);
+        assert_eq!(c.free_gpus(), 4);
+        c.release(JobId(7), &gpus);
+        assert_eq!(c.free_gpus(), 4);
+        c.set_up(NodeId(1), true);
+        assert_eq!(c.free_gpus(), 8);
+    }
+
+    #[test]
+    fn duplicate_gpus_cannot_be_taken() {
+        let c = Cluster::new(ClusterSpec::homogeneous("v100", 1, 2)).unwrap();
+        assert!(!c.can_take(&[GpuId(0), GpuId(0)]));
+        assert!(!c.can_take(&[GpuId(5)]));
+    }
+
+    #[test]
+    fn rejects_empty_and_oversized_nodes() {
+        assert_eq!(Cluster::new(ClusterSpec::default()).unwrap_err(), ClusterError::NoGpus);
+        let spec = ClusterSpec::homogeneous("x", 1, 65);
+        assert!(matches!(Cluster::new(spec), Err(ClusterError::TooManyGpusPerNode { .. })));
+    }
+}

@@ -1,0 +1,397 @@
+//! The engine: a sans-IO state machine. Inputs in, commands out, time passed in.
+
+use std::collections::BTreeSet;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::cluster::Cluster;
+use crate::ids::{GpuId, JobId, NodeId, TenantId};
+use crate::job::{EndReason, JobSpec};
+use crate::policy::{Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger};
+use crate::tenant::TenantSpec;
+use crate::time::Time;
+
+/// Something that happened in the world.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    JobSubmitted(JobSpec),
+    /// A running job completed its work.
+    JobFinished { job: JobId },
+    /// A progress report: `work_done` units at `now`, advancing at `rate` per second.
+    Progress { job: JobId, work_done: f64, rate: f64 },
+    NodeUp(NodeId),
+    NodeDown(NodeId),
+    /// A timer the engine asked for with [`Engine::next_wakeup`].
+    Wakeup,
+    /// Several inputs at the same instant, applied in order, then one scheduling pass.
+    Batch(Vec<Input>),
+}
+
+/// Why a running job was stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    Preempted,
+    NodeDown,
+}
+
+/// What the engine asks the world to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    Start { job: JobId, gpus: Vec<GpuId> },
+    Stop { job: JobId, reason: StopReason },
+    /// The job leaves without finishing, for the stated reason.
+    End { job: JobId, reason: EndReason },
+}
+
+/// An input or action the engine refused. In the simulator any of these is a bug.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Violation {
+    DuplicateJob(JobId),
+    UnknownTenant { job: JobId, tenant: TenantId },
+    UnknownJob(JobId),
+    FinishedWhileNotRunning(JobId),
+    StartNotPending(JobId),
+    StartWrongGpuCount { job: JobId, wanted: u32, given: u32 },
+    StartGpusUnavailable { job: JobId, gpus: Vec<GpuId> },
+    StartOverTenantLimit { job: JobId, tenant: TenantId },
+    PreemptNotRunning(JobId),
+    EndAlreadyOver(JobId),
+    UnknownNode(NodeId),
+}
+
+/// Counts the engine keeps for reporting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub inputs: u64,
+    pub scheduling_passes: u64,
+    pub starts: u64,
+    pub preemptions: u64,
+}
+
+/// The scheduling engine. Owns cluster state and the job table; asks its policy
+/// for decisions; validates and applies them; tells the world what to do.
+pub struct Engine {
+    cluster: Cluster,
+    tenants: Vec<TenantSpec>,
+    tenant_gpus: Vec<u32>,
+    jobs: Vec<Option<JobState>>,
+    pending: BTreeSet<JobId>,
+    running: BTreeSet<JobId>,
+    changes: Vec<JobChange>,
+    policy: Box<dyn Policy>,
+    rng: ChaCha8Rng,
+    wakeup: Option<Time>,
+    violations: Vec<Violation>,
+    stats: EngineStats,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("policy", &self.policy.name())
+            .field("pending", &self.pending.len())
+            .field("running", &self.running.len())
+            .finish()
+    }
+}
+
+impl Engine {
+    pub fn new(cluster: Cluster, tenants: Vec<TenantSpec>, policy: Box<dyn Policy>, seed: u64) -> Engine {
+        Engine {
+            tenant_gpus: vec![0; tenants.len()],
+            tenants,
+            cluster,
+            jobs: Vec::new(),
+            pending: BTreeSet::new(),
+            running: BTreeSet::new(),
+            changes: Vec::new(),
+            policy,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            wakeup: None,
+            violations: Vec::new(),
+            stats: EngineStats::default(),
+        }
+    }
+
+    /// Applies one input at `now` and, if it calls for it, runs one scheduling
+    /// pass. No I/O, never blocks, cannot fail: refused inputs and actions are
+    /// recorded as [`Violation`]s.
+    pub fn step(&mut self, now: Time, input: Input) -> Vec<Command> {
+        let mut commands = Vec::new();
+        let mut trigger = Trigger::default();
+        self.apply(now, input, &mut trigger, &mut commands);
+        if trigger != Trigger::default() {
+            self.schedule(now, trigger, &mut commands);
+        }
+        commands
+    }
+
+    /// When the policy next wants a [`Input::Wakeup`].
+    pub fn next_wakeup(&self) -> Option<Time> {
+        self.wakeup
+    }
+
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+    pub fn tenants(&self) -> &[TenantSpec] {
+        &self.tenants
+    }
+    pub fn tenant_gpus(&self) -> &[u32] {
+        &self.tenant_gpus
+    }
+    pub fn job(&self, id: JobId) -> Option<&JobState> {
+        self.jobs.get(id.index()).and_then(Option::as_ref)
+    }
+    pub fn pending(&self) -> &BTreeSet<JobId> {
+        &self.pending
+    }
+    pub fn running(&self) -> &BTreeSet<JobId> {
+        &self.running
+    }
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+    pub fn stats(&self) -> EngineStats {
+        self.stats
+    }
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    fn apply(&mut self, now: Time, input: Input, trigger: &mut Trigger, commands: &mut Vec<Command>) {
+        self.stats.inputs += 1;
+        match input {
+            Input::JobSubmitted(spec) => {
+                self.submit(now, spec, commands);
+                trigger.arrival = true;
+            }
+            Input::JobFinished { job } => {
+                self.finish(now, job);
+                trigger.completion = true;
+            }
+            Input::Progress { job, work_done, rate } => match self.job_mut(job) {
+                Some(state) => state.progress = Progress { done: work_done, rate, at: now },
+                None => self.violations.push(Violation::UnknownJob(job)),
+            },
+            Input::NodeUp(node) | Input::NodeDown(node) if node.index() >= self.cluster.node_count() => {
+                self.violations.push(Violation::UnknownNode(node));
+            }
+            Input::NodeUp(node) => {
+                self.cluster.set_up(node, true);
+                trigger.node_change = true;
+            }
+            Input::NodeDown(node) => {
+                for job in self.cluster.jobs_on(node) {
+                    self.stop(now, job);
+                    commands.push(Command::Stop { job, reason: StopReason::NodeDown });
+                }
+                self.cluster.set_up(node, false);
+                trigger.node_change = true;
+            }
+            Input::Wakeup => {
+                if self.wakeup.is_some_and(|at| at <= now) {
+                    self.wakeup = None;
+                }
+                trigger.wakeup = true;
+            }
+            Input::Batch(inputs) => {
+                for input in inputs {
+                    self.apply(now, input, trigger, commands);
+                }
+            }
+        }
+    }
+
+    fn job_mut(&mut self, id: JobId) -> Option<&mut JobState> {
+        self.jobs.get_mut(id.index()).and_then(Option::as_mut)
+    }
+
+    fn submit(&mut self, now: Time, spec: JobSpec, commands: &mut Vec<Command>) {
+        let id = spec.id;
+        if self.job(id).is_some() {
+            self.violations.push(Violation::DuplicateJob(id));
+            return;
+        }
+        let Some(tenant) = self.tenants.get(spec.tenant.index()) else {
+            self.violations.push(Violation::UnknownTenant { job: id, tenant: spec.tenant });
+            return;
+        };
+        let never_fits = if spec.gpus > self.cluster.gpu_count() {
+            Some(EndReason::WiderThanCluster { requested: spec.gpus, cluster_gpus: self.cluster.gpu_count() })
+        } else {
+            tenant
+                .gpu_limit
+                .filter(|&limit| spec.gpus > limit)
+                .map(|limit| EndReason::OverTenantLimit { requested: spec.gpus, limit })
+        };
+        if self.jobs.len() <= id.index() {
+            self.jobs.resize_with(id.index() + 1, || None);
+        }
+        self.jobs[id.index()] = Some(JobState {
+            spec,
+            phase: Phase::Pending,
+            gpus: Vec::new(),
+            first_start: None,
+            phase_since: now,
+            run_before: Default::default(),
+            attained_before_gpu_us: 0,
+            preemptions: 0,
+            progress: Progress { done: 0.0, rate: 0.0, at: now },
+            verdict: None,
+        });
+        match never_fits {
+            Some(reason) => {
+                self.end(now, id, reason);
+                commands.push(Command::End { job: id, reason });
+            }
+            None => {
+                self.pending.insert(id);
+                self.changes.push(JobChange::Submitted(id));
+            }
+        }
+    }
+
+    fn finish(&mut self, now: Time, id: JobId) {
+        if !self.running.contains(&id) {
+            self.violations.push(Violation::FinishedWhileNotRunning(id));
+            return;
+        }
+        self.leave_running(now, id);
+        let job = self.jobs[id.index()].as_mut().expect("running job exists");
+        job.phase = Phase::Completed;
+        job.progress = Progress { done: job.spec.work, rate: 0.0, at: now };
+        self.changes.push(JobChange::Completed(id));
+    }
+
+    /// Moves a running job out of the running set, releasing its GPUs and
+    /// closing its current run interval.
+    fn leave_running(&mut self, now: Time, id: JobId) {
+        self.running.remove(&id);
+        let job = self.jobs[id.index()].as_mut().expect("running job exists");
+        let ran = now - job.phase_since;
+        job.run_before += ran;
+        job.attained_before_gpu_us += ran.0.saturating_mul(job.gpus.len() as u64);
+        job.progress = Progress { done: job.work_done(now), rate: 0.0, at: now };
+        job.phase_since = now;
+        let gpus = std::mem::take(&mut job.gpus);
+        self.tenant_gpus[job.spec.tenant.index()] -= gpus.len() as u32;
+        self.cluster.release(id, &gpus);
+    }
+
+    fn stop(&mut self, now: Time, id: JobId) {
+        self.leave_running(now, id);
+        let job = self.jobs[id.index()].as_mut().expect("running job exists");
+        job.phase = Phase::Pending;
+        job.preemptions += 1;
+        self.pending.insert(id);
+        self.changes.push(JobChange::Stopped(id));
+        self.stats.preemptions += 1;
+    }
+
+    fn end(&mut self, now: Time, id: JobId, reason: EndReason) {
+        if self.running.contains(&id) {
+            self.leave_running(now, id);
+        }
+        self.pending.remove(&id);
+        let job = self.jobs[id.index()].as_mut().expect("job exists");
+        job.phase = Phase::Ended(reason);
+        job.phase_since = now;
+        self.changes.push(JobChange::Ended(id));
+    }
+
+    fn schedule(&mut self, now: Time, trigger: Trigger, commands: &mut Vec<Command>) {
+        self.stats.scheduling_passes += 1;
+        let view = ClusterView {
+            now,
+            trigger,
+            cluster: &self.cluster,
+            tenants: &self.tenants,
+            tenant_gpus: &self.tenant_gpus,
+            pending: &self.pending,
+            running: &self.running,
+            changes: &self.changes,
+            jobs: &self.jobs,
+        };
+        let mut cx = PolicyCx { rng: &mut self.rng };
+        let decision = self.policy.schedule(&mut cx, &view);
+        self.changes.clear();
+        self.apply_decision(now, decision, commands);
+        self.wakeup = self.policy.next_round(now).filter(|&at| at > now);
+    }
+
+    fn apply_decision(&mut self, now: Time, decision: Decision, commands: &mut Vec<Command>) {
+        for (id, reason) in decision.waiting {
+            if let Some(job) = self.job_mut(id) {
+                job.verdict = Some(reason);
+            }
+        }
+        // Stops first, so that the starts of the same decision may use the freed GPUs.
+        let (stops, starts): (Vec<Action>, Vec<Action>) =
+            decision.actions.into_iter().partition(|a| !matches!(a, Action::Start { .. }));
+        for action in stops.into_iter().chain(starts) {
+            match action {
+                Action::Preempt { job } => {
+                    if self.running.contains(&job) {
+                        self.stop(now, job);
+                        commands.push(Command::Stop { job, reason: StopReason::Preempted });
+                    } else {
+                        self.violations.push(Violation::PreemptNotRunning(job));
+                    }
+                }
+                Action::End { job, reason } => {
+                    if self.pending.contains(&job) || self.running.contains(&job) {
+                        self.end(now, job, reason);
+                        commands.push(Command::End { job, reason });
+                    } else {
+                        self.violations.push(Violation::EndAlreadyOver(job));
+                    }
+                }
+                Action::Start { job, gpus } => {
+                    if let Some(violation) = self.check_start(job, &gpus) {
+                        self.violations.push(violation);
+                        continue;
+                    }
+                    self.start(now, job, &gpus);
+                    commands.push(Command::Start { job, gpus });
+                }
+            }
+        }
+    }
+
+    fn check_start(&self, id: JobId, gpus: &[GpuId]) -> Option<Violation> {
+        if !self.pending.contains(&id) {
+            return Some(Violation::StartNotPending(id));
+        }
+        let job = self.job(id)?;
+        if gpus.len() as u32 != job.spec.gpus {
+            return Some(Violation::StartWrongGpuCount { job: id, wanted: job.spec.gpus, given: gpus.len() as u32 });
+        }
+        if !self.cluster.can_take(gpus) {
+            return Some(Violation::StartGpusUnavailable { job: id, gpus: gpus.to_vec() });
+        }
+        let tenant = job.spec.tenant;
+        let limit = self.tenants[tenant.index()].gpu_limit;
+        if limit.is_some_and(|limit| self.tenant_gpus[tenant.index()] + job.spec.gpus > limit) {
+            return Some(Violation::StartOverTenantLimit { job: id, tenant });
+        }
+        None
+    }
+
+    fn start(&mut self, now: Time, id: JobId, gpus: &[GpuId]) {
+        self.cluster.take(id, gpus);
+        self.pending.remove(&id);
+        self.running.insert(id);
+        let job = self.jobs[id.index()].as_mut().expect("pending job exists");
+        self.tenant_gpus[job.spec.tenant.index()] += gpus.len() as u32;
+        job.phase = Phase::Running;
+        job.phase_since = now;
+        job.gpus = gpus.to_vec();
+        job.first_start.get_or_insert(now);
+        job.verdict = None;
+        job.progress.at = now;
+        self.changes.push(JobChange::Started(id));
+        self.stats.starts += 1;
+    }
+}

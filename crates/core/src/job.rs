@@ -1,0 +1,92 @@
+//! Jobs as submitted, and the reasons a job ends.
+
+use crate::ids::{JobId, TenantId};
+use crate::time::{Span, Time};
+
+/// What kind of workload a job is. It selects parameter sets in the world model,
+/// never code paths in a policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum JobKind {
+    #[default]
+    Training,
+    Inference,
+    Rlhf,
+    Hpc,
+    Etl,
+}
+
+/// A job as submitted.
+///
+/// `work` is in abstract work units: a job that runs at rate 1.0 (the reference
+/// speed on its requested GPUs) does one unit per second, so for traces that
+/// record run time, `work` equals the recorded duration in seconds. Traces that
+/// record steps (Gavel) give steps, and the world model supplies steps/second.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobSpec {
+    pub id: JobId,
+    pub tenant: TenantId,
+    pub arrival: Time,
+    /// GPUs requested (gang size). Zero means a CPU-only job.
+    pub gpus: u32,
+    pub work: f64,
+    /// What the scheduler may believe about the run time at reference speed
+    /// (oracle policies get the truth; estimate-based ones get a guess).
+    pub duration_estimate: Option<Span>,
+    /// Larger is more important. Only policies that read it care.
+    pub priority: i32,
+    pub kind: JobKind,
+    /// Index into the workload's job-type table (model and batch size), for
+    /// throughput tables and performance models.
+    pub job_type: Option<u32>,
+    /// CPU cores requested (0: none stated).
+    pub cpus: u32,
+    /// Host memory requested in GiB (0: none stated).
+    pub memory_gib: u32,
+}
+
+impl JobSpec {
+    /// A training job with the given shape; other fields take neutral values.
+    pub fn new(id: u32, tenant: u32, arrival: Time, gpus: u32, work: f64) -> JobSpec {
+        JobSpec {
+            id: JobId(id),
+            tenant: TenantId(tenant),
+            arrival,
+            gpus,
+            work,
+            duration_estimate: None,
+            priority: 0,
+            kind: JobKind::Training,
+            job_type: None,
+            cpus: 0,
+            memory_gib: 0,
+        }
+    }
+}
+
+/// Why a job left the system without completing its work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EndReason {
+    /// The job asks for more GPUs than the cluster will ever have.
+    WiderThanCluster { requested: u32, cluster_gpus: u32 },
+    /// The job asks for more GPUs than its tenant's hard limit.
+    OverTenantLimit { requested: u32, limit: u32 },
+    /// A policy decided it will never run (for example an early-stop wrapper).
+    StoppedByPolicy,
+    /// The run ended (time horizon reached) while the job was still in the system.
+    Unfinished,
+}
+
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndReason::WiderThanCluster { requested, cluster_gpus } => {
+                write!(f, "wider than cluster ({requested} GPUs requested, {cluster_gpus} exist)")
+            }
+            EndReason::OverTenantLimit { requested, limit } => {
+                write!(f, "over tenant limit ({requested} GPUs requested, limit {limit})")
+            }
+            EndReason::StoppedByPolicy => write!(f, "stopped by policy"),
+            EndReason::Unfinished => write!(f, "unfinished at end of run"),
+        }
+    }
+}

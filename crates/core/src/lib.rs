@@ -1,0 +1,25 @@
+//! cotenant-core: time, cluster, tenants and jobs; the scheduling [`Engine`]; the
+//! [`Policy`] trait; and the placement kit policies build on.
+//!
+//! This crate must never do I/O, read a clock or draw OS randomness: time and a
+//! seeded random stream are passed in, so that the simulator and a live
+//! controller drive the very same engine and a run replays from its inputs.
+
+pub mod cluster;
+pub mod engine;
+pub mod ids;
+pub mod job;
+pub mod placement;
+pub mod policy;
+pub mod tenant;
+pub mod time;
+
+pub use cluster::{Cluster, ClusterError, ClusterSpec, NodeSpec};
+pub use engine::{Command, Engine, EngineStats, Input, StopReason, Violation};
+pub use ids::{GpuId, GpuTypeId, JobId, NodeId, TenantId};
+pub use job::{EndReason, JobKind, JobSpec};
+pub use policy::{
+    Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger, WaitReason,
+};
+pub use tenant::TenantSpec;
+pub use time::{Span, Time, MICROS_PER_SECOND};

@@ -1,0 +1,232 @@
+//! The `Policy` trait and what crosses it: an immutable view in, a `Decision` out.
+
+use std::collections::BTreeSet;
+
+use rand_chacha::ChaCha8Rng;
+
+use crate::cluster::Cluster;
+use crate::ids::{GpuId, JobId, TenantId};
+use crate::job::{EndReason, JobSpec};
+use crate::tenant::TenantSpec;
+use crate::time::{Span, Time};
+
+/// Where a job is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Pending,
+    Running,
+    Completed,
+    Ended(EndReason),
+}
+
+/// Work progress as last reported by the world (simulator or node agent):
+/// `done` work units at time `at`, advancing at `rate` units per second since.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Progress {
+    pub done: f64,
+    pub rate: f64,
+    pub at: Time,
+}
+
+/// Everything the engine knows about one job.
+#[derive(Clone, Debug)]
+pub struct JobState {
+    pub spec: JobSpec,
+    pub phase: Phase,
+    /// GPUs held now (empty unless running).
+    pub gpus: Vec<GpuId>,
+    pub first_start: Option<Time>,
+    /// When the job entered its current phase (running since, or waiting since).
+    pub phase_since: Time,
+    /// Wall time spent running in earlier, finished run intervals.
+    pub run_before: Span,
+    /// GPU-microseconds attained in earlier, finished run intervals.
+    pub attained_before_gpu_us: u64,
+    pub preemptions: u32,
+    pub progress: Progress,
+    /// The latest reason a policy gave for not starting the job.
+    pub verdict: Option<WaitReason>,
+}
+
+impl JobState {
+    pub fn id(&self) -> JobId {
+        self.spec.id
+    }
+    pub fn is_running(&self) -> bool {
+        self.phase == Phase::Running
+    }
+    /// Wall time spent running, up to `now`.
+    pub fn run_time(&self, now: Time) -> Span {
+        match self.phase {
+            Phase::Running => self.run_before + (now - self.phase_since),
+            _ => self.run_before,
+        }
+    }
+    /// Attained service in GPU-microseconds (the LAS and Tiresias priority).
+    pub fn attained_gpu_us(&self, now: Time) -> u64 {
+        match self.phase {
+            Phase::Running => {
+                self.attained_before_gpu_us + (now - self.phase_since).0.saturating_mul(self.gpus.len() as u64)
+            }
+            _ => self.attained_before_gpu_us,
+        }
+    }
+    /// Work done by `now`, extrapolated from the last progress report.
+    pub fn work_done(&self, now: Time) -> f64 {
+        let p = self.progress;
+        (p.done + p.rate * (now - p.at).as_secs_f64()).min(self.spec.work)
+    }
+    /// Remaining run time at reference speed, from the duration estimate and
+    /// the fraction of work done. `None` when the job has no estimate.
+    pub fn remaining_estimate(&self, now: Time) -> Option<Span> {
+        let estimate = self.spec.duration_estimate?;
+        if self.spec.work <= 0.0 {
+            return Some(Span::ZERO);
+        }
+        let left = (1.0 - self.work_done(now) / self.spec.work).clamp(0.0, 1.0);
+        Some(Span((estimate.0 as f64 * left).round() as u64))
+    }
+    /// How long a pending job has waited since it last became pending.
+    pub fn waiting_for(&self, now: Time) -> Span {
+        match self.phase {
+            Phase::Pending => now - self.phase_since,
+            _ => Span::ZERO,
+        }
+    }
+}
+
+/// What woke the engine up. A batch of inputs can set several flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Trigger {
+    pub arrival: bool,
+    pub completion: bool,
+    pub wakeup: bool,
+    pub node_change: bool,
+}
+
+/// A change to a job since the policy was last called, in the order it happened.
+/// Policies that keep their own indexes (ordered queues) update them from this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobChange {
+    Submitted(JobId),
+    Started(JobId),
+    /// Preempted or lost its node; it is pending again.
+    Stopped(JobId),
+    Completed(JobId),
+    Ended(JobId),
+}
+
+/// The immutable view a policy decides from.
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterView<'a> {
+    pub now: Time,
+    pub trigger: Trigger,
+    pub cluster: &'a Cluster,
+    pub tenants: &'a [TenantSpec],
+    /// GPUs each tenant holds now, indexed by tenant.
+    pub tenant_gpus: &'a [u32],
+    /// Waiting jobs, in id (submission) order.
+    pub pending: &'a BTreeSet<JobId>,
+    /// Running jobs, in id order.
+    pub running: &'a BTreeSet<JobId>,
+    pub changes: &'a [JobChange],
+    pub(crate) jobs: &'a [Option<JobState>],
+}
+
+impl<'a> ClusterView<'a> {
+    /// The job with this id. Panics only for an id the engine never saw, which
+    /// a policy can only get by inventing it.
+    pub fn job(&self, id: JobId) -> &'a JobState {
+        match self.jobs.get(id.index()) {
+            Some(Some(job)) => job,
+            _ => panic!("policy asked for {id}, which the engine never saw"),
+        }
+    }
+    pub fn tenant(&self, id: TenantId) -> &'a TenantSpec {
+        &self.tenants[id.index()]
+    }
+    pub fn pending_jobs(&self) -> impl Iterator<Item = &'a JobState> + '_ {
+        self.pending.iter().map(move |&id| self.job(id))
+    }
+    pub fn running_jobs(&self) -> impl Iterator<Item = &'a JobState> + '_ {
+        self.running.iter().map(move |&id| self.job(id))
+    }
+}
+
+/// Why a job is not running now. A verdict, not an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitReason {
+    /// Fewer free GPUs than the job needs.
+    NoFreeGpus { needed: u32, free: u32 },
+    /// Enough free GPUs, but not in a shape the placement stage accepts.
+    Fragmented { needed: u32, free: u32 },
+    /// Strict FIFO: an earlier job that does not fit blocks the queue.
+    BehindHeadOfLine { head: JobId },
+    /// Backfilling it would delay the reserved start of an earlier job.
+    WouldDelayReservation { head: JobId },
+    /// Its tenant is at its limit or quota.
+    TenantAtLimit { tenant: TenantId, held: u32, limit: u32 },
+    /// Higher-priority jobs take all the GPUs.
+    LowerPriority,
+    /// Not examined: the pass hit its candidate limit.
+    ScanLimit,
+    /// Round-based policy: the job waits for a later round.
+    NotThisRound,
+    /// No GPU of a type the job can use exists or is up.
+    NoUsableGpuType,
+}
+
+impl std::fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitReason::NoFreeGpus { needed, free } => write!(f, "needs {needed} GPUs, {free} free"),
+            WaitReason::Fragmented { needed, free } => {
+                write!(f, "needs {needed} GPUs, {free} free but fragmented across nodes")
+            }
+            WaitReason::BehindHeadOfLine { head } => write!(f, "FIFO: waits behind {head}"),
+            WaitReason::WouldDelayReservation { head } => write!(f, "backfill would delay {head}"),
+            WaitReason::TenantAtLimit { tenant, held, limit } => {
+                write!(f, "{tenant} holds {held} of its {limit} GPUs")
+            }
+            WaitReason::LowerPriority => write!(f, "higher-priority jobs hold the GPUs"),
+            WaitReason::ScanLimit => write!(f, "not examined (candidate limit)"),
+            WaitReason::NotThisRound => write!(f, "not chosen this round"),
+            WaitReason::NoUsableGpuType => write!(f, "no usable GPU type"),
+        }
+    }
+}
+
+/// One intent of a policy. The engine validates each before applying it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Start a pending job on exactly these GPUs.
+    Start { job: JobId, gpus: Vec<GpuId> },
+    /// Stop a running job; it returns to the queue.
+    Preempt { job: JobId },
+    /// Remove a job for good (pending or running).
+    End { job: JobId, reason: EndReason },
+}
+
+/// What a policy returns: actions, and verdicts for jobs it looked at and left waiting.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decision {
+    pub actions: Vec<Action>,
+    pub waiting: Vec<(JobId, WaitReason)>,
+}
+
+/// Mutable context a policy may use: the run's seeded random stream.
+#[derive(Debug)]
+pub struct PolicyCx<'a> {
+    pub rng: &'a mut ChaCha8Rng,
+}
+
+/// A scheduling policy: reads a view, returns a decision. Never mutates the cluster.
+pub trait Policy: Send {
+    /// The name the CLI knows it by.
+    fn name(&self) -> &'static str;
+    fn schedule(&mut self, cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision;
+    /// When the policy next wants to be called even if nothing happens.
+    fn next_round(&self, _now: Time) -> Option<Time> {
+        None
+    }
+}

@@ -1,0 +1,1 @@
+//! cotenant-perf: analytical performance models (GPU catalog, throughput, LLM roofline). Pure functions: no I/O.

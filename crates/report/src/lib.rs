@@ -1,0 +1,1 @@
+//! cotenant-report

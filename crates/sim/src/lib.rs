@@ -1,0 +1,1 @@
+//! cotenant-sim
