@@ -30,3 +30,6 @@ pub struct SkipCount {
     pub reason: String,
     pub rows: u64,
 }
+
+pub mod gavel_throughputs;
+pub mod requests;
