@@ -31,5 +31,6 @@ pub struct SkipCount {
     pub rows: u64,
 }
 
+pub mod accounts;
 pub mod gavel_throughputs;
 pub mod requests;

@@ -1,0 +1,1 @@
+//! Heterogeneity-aware rates from a Gavel-style throughput table.

@@ -1,0 +1,1 @@
+//! Tenant account trees (Slurm fair share) read from TOML.
