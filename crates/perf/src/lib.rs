@@ -1,2 +1,12 @@
-//! cotenant-perf: analytical performance models (GPU catalog, throughput, LLM roofline). Pure functions: no I/O.
+//! cotenant-perf: analytical performance models (GPU catalog, throughput, LLM roofline).
+//!
+//! Pure functions of their inputs: this crate must never do I/O, read a clock, draw
+//! randomness or hold mutable global state. It depends on `core` for types only.
+pub mod gpu;
+pub mod model;
+pub mod roofline;
 pub mod throughput;
+
+pub use gpu::{find_gpu, GpuSpec, GPU_CATALOG};
+pub use model::{model_catalog, ModelError, ModelShape};
+pub use roofline::{BatchEntry, Roofline, RooflineParams, SharedCost};
