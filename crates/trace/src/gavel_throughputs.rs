@@ -1,1 +1,189 @@
 //! Gavel's `simulation_throughputs.json`: steps per second per (job type, scale factor) and GPU type.
+//!
+//! Shape: `{worker_type: {"('<model>', <sf>)": {"null": isolated, "('<other>', <sf>)": [own, other]}}}`.
+//! Worker types ending in `_unconsolidated` (`v100_unconsolidated`) hold the rate
+//! of a job spread over servers; they fold into the base type's entry. The file
+//! may be plain or gzip (`.gz`, or gzip magic bytes).
+
+use std::io::Read;
+use std::path::Path;
+
+use cotenant_perf::throughput::{JobTypeKey, PairRates, ThroughputTable};
+use serde_json::Value;
+
+/// Suffix Gavel gives a worker type measured with the job spread over servers.
+pub const UNCONSOLIDATED_SUFFIX: &str = "_unconsolidated";
+
+/// A throughput file that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ThroughputsError {
+    #[error("{file}: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: not JSON: {message}")]
+    Json { file: String, message: String },
+    /// A key or value at `path` (worker type / job key / partner key) is malformed.
+    #[error("{file}, at {path}: {message}")]
+    Entry { file: String, path: String, message: String },
+}
+
+/// Reads a throughput table from `path` (plain JSON or gzip).
+pub fn read_gavel_throughputs(path: &Path) -> Result<ThroughputTable, ThroughputsError> {
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| ThroughputsError::Io { file: file.clone(), source })?;
+    let text = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut text = String::new();
+        flate2::read::MultiGzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .map_err(|source| ThroughputsError::Io { file: file.clone(), source })?;
+        text
+    } else {
+        String::from_utf8(bytes)
+            .map_err(|e| ThroughputsError::Json { file: file.clone(), message: e.to_string() })?
+    };
+    parse_gavel_throughputs(&text, &file)
+}
+
+/// Parses the JSON text; `file` names it in errors.
+pub fn parse_gavel_throughputs(text: &str, file: &str) -> Result<ThroughputTable, ThroughputsError> {
+    let root: Value = serde_json::from_str(text)
+        .map_err(|e| ThroughputsError::Json { file: file.into(), message: e.to_string() })?;
+    let entry = |path: &str, message: &str| ThroughputsError::Entry {
+        file: file.into(),
+        path: path.into(),
+        message: message.into(),
+    };
+    let workers =
+        root.as_object().ok_or_else(|| entry("(top level)", "expected an object of worker types"))?;
+    let mut table = ThroughputTable::new();
+    // Base types first, so GPU type order does not depend on where the
+    // unconsolidated variants appear; serde_json's map is sorted by key.
+    let mut names: Vec<&String> = workers.keys().collect();
+    names.sort_by_key(|n| (n.ends_with(UNCONSOLIDATED_SUFFIX), n.as_str()));
+    for worker in names {
+        let (gpu_type, unconsolidated) = match worker.strip_suffix(UNCONSOLIDATED_SUFFIX) {
+            Some(base) => (base, true),
+            None => (worker.as_str(), false),
+        };
+        let jobs =
+            workers[worker].as_object().ok_or_else(|| entry(worker, "expected an object of job types"))?;
+        table.add_gpu_type(gpu_type);
+        for (job_text, values) in jobs {
+            let path = format!("{worker} / {job_text}");
+            let key = parse_job_key(job_text)
+                .ok_or_else(|| entry(&path, "expected a key like ('<model>', <sf>)"))?;
+            let values = values.as_object().ok_or_else(|| entry(&path, "expected an object"))?;
+            for (other_text, value) in values {
+                if other_text == "null" {
+                    let rate = rate(value).ok_or_else(|| entry(&path, "\"null\" must be a number >= 0"))?;
+                    if unconsolidated {
+                        table.set_unconsolidated(&key, gpu_type, rate);
+                    } else {
+                        table.set_consolidated(&key, gpu_type, rate);
+                    }
+                    continue;
+                }
+                let pair_path = format!("{path} / {other_text}");
+                if unconsolidated {
+                    // Gavel never uses pairs of spread jobs; skip rather than guess.
+                    continue;
+                }
+                let other = parse_job_key(other_text)
+                    .ok_or_else(|| entry(&pair_path, "expected a key like ('<model>', <sf>)"))?;
+                let pair = value
+                    .as_array()
+                    .filter(|a| a.len() == 2)
+                    .and_then(|a| Some((rate(&a[0])?, rate(&a[1])?)));
+                let (own, theirs) =
+                    pair.ok_or_else(|| entry(&pair_path, "expected [own, other] numbers >= 0"))?;
+                table.set_colocated(
+                    &key,
+                    &other,
+                    gpu_type,
+                    PairRates { own_steps_per_s: own, other_steps_per_s: theirs },
+                );
+            }
+        }
+    }
+    Ok(table)
+}
+
+fn rate(value: &Value) -> Option<f64> {
+    value.as_f64().filter(|r| r.is_finite() && *r >= 0.0)
+}
+
+/// Parses `('<model>', <sf>)`; the model may itself contain quotes and commas.
+pub fn parse_job_key(text: &str) -> Option<JobTypeKey> {
+    let inner = text.trim().strip_prefix("('")?.strip_suffix(')')?;
+    let (model, scale) = inner.rsplit_once("',")?;
+    let scale_factor: u32 = scale.trim().parse().ok()?;
+    (scale_factor >= 1).then(|| JobTypeKey::new(model, scale_factor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"{
+        "k80": {"('ResNet-18 (batch size 64)', 1)": {"null": 4.5,
+                 "('LM (batch size 10)', 1)": [2.0, 1.5]}},
+        "v100_unconsolidated": {"('ResNet-18 (batch size 64)', 2)": {"null": 20.0}},
+        "v100": {"('ResNet-18 (batch size 64)', 1)": {"null": 13.0},
+                 "('ResNet-18 (batch size 64)', 2)": {"null": 24.0}}
+    }"#;
+
+    #[test]
+    fn reads_isolated_unconsolidated_and_pairs() {
+        let t = parse_gavel_throughputs(SAMPLE, "sample.json").unwrap();
+        assert_eq!(t.gpu_types(), ["k80", "v100"]);
+        assert_eq!(t.get("ResNet-18 (batch size 64)", 1, "k80"), Some(4.5));
+        let two = JobTypeKey::new("ResNet-18 (batch size 64)", 2);
+        assert_eq!(t.consolidated(&two, 1), Some(24.0));
+        assert_eq!(t.unconsolidated(&two, 1), Some(20.0));
+        let one = JobTypeKey::new("ResNet-18 (batch size 64)", 1);
+        let pair = t.colocated(&one, &JobTypeKey::new("LM (batch size 10)", 1), 0).unwrap();
+        assert_eq!((pair.own_steps_per_s, pair.other_steps_per_s), (2.0, 1.5));
+    }
+
+    #[test]
+    fn parses_keys() {
+        assert_eq!(parse_job_key("('A3C', 1)"), Some(JobTypeKey::new("A3C", 1)));
+        assert_eq!(parse_job_key("('x', y', 4)"), Some(JobTypeKey::new("x', y", 4)));
+        assert_eq!(parse_job_key("('A3C', 0)"), None);
+        assert_eq!(parse_job_key("A3C"), None);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_key() {
+        let bad = r#"{"k80": {"('A3C', 1)": {"null": "fast"}}}"#;
+        let err = parse_gavel_throughputs(bad, "t.json").unwrap_err().to_string();
+        assert!(err.contains("t.json") && err.contains("k80 / ('A3C', 1)"), "{err}");
+        let err = parse_gavel_throughputs(r#"{"k80": {"A3C": {}}}"#, "t.json").unwrap_err().to_string();
+        assert!(err.contains("k80 / A3C"), "{err}");
+        assert!(parse_gavel_throughputs("[", "t.json")
+            .unwrap_err()
+            .to_string()
+            .starts_with("t.json: not JSON"));
+    }
+
+    #[test]
+    fn reads_the_shipped_table_plain_and_gzip() {
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/traces/gavel/simulation_throughputs.json");
+        let Ok(text) = std::fs::read(&shipped) else { return };
+        let t = read_gavel_throughputs(&shipped).unwrap();
+        assert_eq!(t.len(), 83);
+        assert_eq!(t.gpu_types(), ["k80", "p100", "v100"]);
+        let dir = std::env::temp_dir().join(format!("cotenant-gavel-tput-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let gz = dir.join("t.json.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut enc, &text).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        assert_eq!(read_gavel_throughputs(&gz).unwrap(), t);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
