@@ -1,1 +1,201 @@
 //! Heterogeneity-aware rates from a Gavel-style throughput table.
+//!
+//! A job's rate (work units = training steps, per second) is looked up by its
+//! job type (`JobSpec::job_type` names a model and batch size), its scale factor
+//! (GPU count) and the GPU type it runs on, the way Gavel's simulator does:
+//! - alone: the isolated (`"null"`) rate. With [`Consolidation::ByPlacement`] a
+//!   job spread over several servers gets the table's `<type>_unconsolidated`
+//!   rate (when present). Gavel's simulator (commit c4fa400) always uses the
+//!   consolidated rate, whatever the placement: [`Consolidation::Always`].
+//! - co-located with a partner on the same GPUs: the own half of the measured
+//!   pair `[own, other]`. A pair the table lacks is time-sliced: each job gets
+//!   the isolated rate divided by the number of jobs sharing.
+
+use cotenant_core::{Cluster, GpuId, JobSpec};
+use cotenant_perf::throughput::{JobTypeKey, ThroughputTable};
+
+use crate::rates::RateModel;
+
+/// Which isolated rate a multi-server job gets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Consolidation {
+    /// The consolidated rate whatever the placement (Gavel's simulator).
+    #[default]
+    Always,
+    /// The unconsolidated rate when the job's GPUs span more than one node.
+    ByPlacement,
+}
+
+/// A workload the table cannot give rates for.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GavelRatesError {
+    #[error("job {job} has no job type; a throughput table needs one")]
+    NoJobType { job: u32 },
+    #[error("job {job} names job type #{index}, but the workload lists {known}")]
+    UnknownJobType { job: u32, index: u32, known: usize },
+    #[error("cluster GPU type '{gpu_type}' is not in the throughput table (it has: {known})")]
+    UnknownGpuType { gpu_type: String, known: String },
+    #[error("throughput table has no rate for {key} on {gpu_type} (job {job})")]
+    MissingRate { key: String, gpu_type: String, job: u32 },
+}
+
+/// Rates from a throughput table for one workload on one cluster.
+#[derive(Clone, Debug)]
+pub struct GavelRates {
+    table: ThroughputTable,
+    job_types: Vec<String>,
+    /// Table GPU type index of each cluster GPU type (by `GpuTypeId`).
+    table_type_of: Vec<Option<usize>>,
+    consolidation: Consolidation,
+}
+
+impl GavelRates {
+    /// `job_types` are the workload's job-type names; `cluster_gpu_types` the
+    /// cluster's GPU type names (matched to the table's ignoring ASCII case).
+    pub fn new(
+        table: ThroughputTable,
+        job_types: Vec<String>,
+        cluster_gpu_types: &[String],
+        consolidation: Consolidation,
+    ) -> Result<GavelRates, GavelRatesError> {
+        let mut table_type_of = Vec::with_capacity(cluster_gpu_types.len());
+        for name in cluster_gpu_types {
+            let index = table.gpu_types().iter().position(|t| t.eq_ignore_ascii_case(name));
+            if index.is_none() {
+                return Err(GavelRatesError::UnknownGpuType {
+                    gpu_type: name.clone(),
+                    known: table.gpu_types().join(", "),
+                });
+            }
+            table_type_of.push(index);
+        }
+        Ok(GavelRates { table, job_types, table_type_of, consolidation })
+    }
+
+    /// Checks that every job has an isolated rate on every cluster GPU type,
+    /// so that [`RateModel::rate`] never has to guess.
+    pub fn check_jobs<'a>(&self, jobs: impl IntoIterator<Item = &'a JobSpec>) -> Result<(), GavelRatesError> {
+        for job in jobs {
+            let key = self.key(job)?;
+            for (cluster_type, table_type) in self.table_type_of.iter().enumerate() {
+                let Some(t) = *table_type else { continue };
+                if self.table.consolidated(&key, t).is_none() {
+                    let gpu_type =
+                        self.table.gpu_types().get(t).cloned().unwrap_or_else(|| cluster_type.to_string());
+                    return Err(GavelRatesError::MissingRate {
+                        key: key.to_string(),
+                        gpu_type,
+                        job: job.id.0,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn key(&self, job: &JobSpec) -> Result<JobTypeKey, GavelRatesError> {
+        let index = job.job_type.ok_or(GavelRatesError::NoJobType { job: job.id.0 })?;
+        let model = self.job_types.get(index as usize).ok_or(GavelRatesError::UnknownJobType {
+            job: job.id.0,
+            index,
+            known: self.job_types.len(),
+        })?;
+        Ok(JobTypeKey::new(model.clone(), job.gpus.max(1)))
+    }
+
+    pub fn table(&self) -> &ThroughputTable {
+        &self.table
+    }
+}
+
+impl RateModel for GavelRates {
+    fn rate(&self, job: &JobSpec, gpus: &[GpuId], partners: &[&JobSpec], cluster: &Cluster) -> f64 {
+        let (Some(&first), Ok(key)) = (gpus.first(), self.key(job)) else { return 0.0 };
+        let Some(Some(t)) = self.table_type_of.get(cluster.gpu_type_of(first).index()).copied() else {
+            return 0.0;
+        };
+        let spans_nodes = gpus.iter().any(|&g| cluster.node_of(g) != cluster.node_of(first));
+        let isolated = if spans_nodes && self.consolidation == Consolidation::ByPlacement {
+            self.table.unconsolidated(&key, t)
+        } else {
+            self.table.consolidated(&key, t)
+        }
+        .unwrap_or(0.0);
+        match partners {
+            [] => isolated,
+            [partner] => match self.key(partner).ok().and_then(|other| self.table.colocated(&key, &other, t))
+            {
+                Some(pair) => pair.own_steps_per_s,
+                None => isolated / 2.0,
+            },
+            many => isolated / (many.len() + 1) as f64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cotenant_core::{ClusterSpec, GpuTypeId, Time};
+    use cotenant_perf::throughput::PairRates;
+
+    fn table() -> ThroughputTable {
+        let mut t = ThroughputTable::new();
+        let a1 = JobTypeKey::new("A", 1);
+        let a2 = JobTypeKey::new("A", 2);
+        let b1 = JobTypeKey::new("B", 1);
+        t.set_consolidated(&a1, "k80", 2.0);
+        t.set_consolidated(&a1, "v100", 8.0);
+        t.set_consolidated(&a2, "v100", 15.0);
+        t.set_unconsolidated(&a2, "v100", 12.0);
+        t.set_consolidated(&a2, "k80", 3.0);
+        t.set_consolidated(&b1, "v100", 5.0);
+        t.set_consolidated(&b1, "k80", 1.0);
+        t.set_colocated(&a1, &b1, "v100", PairRates { own_steps_per_s: 6.0, other_steps_per_s: 3.0 });
+        t
+    }
+
+    /// Two 2-GPU V100 nodes (ids 0..4) and one 2-GPU K80 node (ids 4..6).
+    fn cluster() -> Cluster {
+        let mut spec = ClusterSpec { gpu_types: vec!["V100".into(), "k80".into()], nodes: Vec::new() };
+        spec.add_nodes(GpuTypeId(0), 2, 2, 8, 64);
+        spec.add_nodes(GpuTypeId(1), 1, 2, 8, 64);
+        Cluster::new(spec).unwrap()
+    }
+
+    fn job(id: u32, job_type: u32, gpus: u32) -> JobSpec {
+        let mut j = JobSpec::new(id, 0, Time::ZERO, gpus, 1000.0);
+        j.job_type = Some(job_type);
+        j
+    }
+
+    #[test]
+    fn rates_by_type_placement_and_partner() {
+        let c = cluster();
+        let names = vec!["A".to_string(), "B".to_string()];
+        let by_placement =
+            GavelRates::new(table(), names.clone(), &c.spec().gpu_types, Consolidation::ByPlacement).unwrap();
+        let always = GavelRates::new(table(), names, &c.spec().gpu_types, Consolidation::Always).unwrap();
+        let (a1, a2, b1) = (job(0, 0, 1), job(1, 0, 2), job(2, 1, 1));
+        assert_eq!(always.rate(&a1, &[GpuId(0)], &[], &c), 8.0);
+        assert_eq!(always.rate(&a1, &[GpuId(4)], &[], &c), 2.0);
+        assert_eq!(by_placement.rate(&a2, &[GpuId(0), GpuId(1)], &[], &c), 15.0);
+        assert_eq!(by_placement.rate(&a2, &[GpuId(1), GpuId(2)], &[], &c), 12.0, "spans two nodes");
+        assert_eq!(always.rate(&a2, &[GpuId(1), GpuId(2)], &[], &c), 15.0);
+        assert_eq!(always.rate(&a1, &[GpuId(0)], &[&b1], &c), 6.0);
+        assert_eq!(always.rate(&b1, &[GpuId(0)], &[&a1], &c), 2.5, "no pair entry: time-sliced");
+        always.check_jobs([&a1, &a2, &b1]).unwrap();
+    }
+
+    #[test]
+    fn unknown_types_are_errors() {
+        let c = cluster();
+        let err = GavelRates::new(table(), vec![], &["h100".to_string()], Consolidation::Always).unwrap_err();
+        assert!(err.to_string().contains("'h100'"));
+        let rates =
+            GavelRates::new(table(), vec!["C".into()], &c.spec().gpu_types, Consolidation::Always).unwrap();
+        let err = rates.check_jobs([&job(3, 0, 1)]).unwrap_err();
+        assert_eq!(err.to_string(), "throughput table has no rate for ('C', 1) on v100 (job 3)");
+        assert!(matches!(rates.check_jobs([&job(4, 5, 1)]), Err(GavelRatesError::UnknownJobType { .. })));
+    }
+}
