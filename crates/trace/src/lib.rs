@@ -3,8 +3,45 @@
 //!
 //! This crate owns file formats (serde lives here). It turns bytes into
 //! `cotenant_core` values and never decides anything about scheduling.
+//! Bad input is an error naming file, line and field ([`TraceError`]), never a
+//! panic; rows dropped on purpose are counted in [`Workload::skipped`], and
+//! transformations that keep a row but change it are described in
+//! [`Workload::notes`]. See docs/traces.md for every format and its mapping.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use cotenant_core::{JobSpec, TenantSpec};
+
+mod cluster_config;
+mod error;
+mod gavel;
+mod itp;
+mod openb;
+mod philly;
+mod pollux;
+mod slice;
+mod synthetic;
+pub mod text;
+mod tiresias;
+pub mod wallclock;
+
+pub use cluster_config::{
+    parse_cluster_arg, parse_cluster_inline, parse_cluster_toml, read_cluster_toml, ClusterConfig,
+    DEFAULT_GPUS_PER_NODE,
+};
+pub use error::TraceError;
+pub use gavel::{read_gavel, write_gavel_trace};
+pub use itp::read_itp;
+pub use openb::{
+    read_openb_nodes, read_openb_pods, SKIP_CPU_NODE, SKIP_CPU_ONLY, SKIP_NEVER_SCHEDULED, SKIP_NO_DELETION,
+};
+pub use philly::{apply_vc_quotas, largest_remainder, read_philly, read_philly_vc, VcNodes};
+pub use pollux::{pollux_gpu_secs, read_pollux, POLLUX_BUCKET_MEDIAN_GPU_SECS};
+pub use slice::{Slice, SliceBound};
+pub use synthetic::{generate, DurationDist, GpuDist, SyntheticSpec, MAX_SYNTHETIC_JOBS};
+pub use tiresias::read_tiresias;
 
 /// A job workload ready to simulate.
 ///
@@ -22,6 +59,9 @@ pub struct Workload {
     pub lines: Vec<u64>,
     /// Rows skipped on purpose, grouped by reason, with counts.
     pub skipped: Vec<SkipCount>,
+    /// Transformations that kept rows but changed or modelled something
+    /// (slicing, modelled run times, fractional GPUs rounded up, ...), one line each.
+    pub notes: Vec<String>,
 }
 
 /// A group of rows that a reader skipped on purpose.
@@ -31,6 +71,124 @@ pub struct SkipCount {
     pub rows: u64,
 }
 
-pub mod accounts;
+/// The job-trace formats [`read_trace`] understands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TraceKind {
+    /// Microsoft Philly 2017 `philly.csv` (VCs as tenants).
+    Philly,
+    /// ElasticFlow's Microsoft ITP 2021 `clusterNN.csv`.
+    Itp,
+    /// Gavel `.trace` (7- or 10-column, tab-separated).
+    Gavel,
+    /// Pollux/Sia `workload-N.csv`.
+    Pollux,
+    /// Tiresias `60_job.csv`.
+    Tiresias,
+    /// Alibaba openb pod lists `openb_pod_list_*.csv`.
+    Openb,
+}
+
+impl TraceKind {
+    pub const ALL: [TraceKind; 6] = [
+        TraceKind::Philly,
+        TraceKind::Itp,
+        TraceKind::Gavel,
+        TraceKind::Pollux,
+        TraceKind::Tiresias,
+        TraceKind::Openb,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceKind::Philly => "philly",
+            TraceKind::Itp => "itp",
+            TraceKind::Gavel => "gavel",
+            TraceKind::Pollux => "pollux",
+            TraceKind::Tiresias => "tiresias",
+            TraceKind::Openb => "openb",
+        }
+    }
+}
+
+impl fmt::Display for TraceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for TraceKind {
+    type Err = TraceError;
+    fn from_str(s: &str) -> Result<TraceKind, TraceError> {
+        TraceKind::ALL.into_iter().find(|k| k.name() == s.trim()).ok_or_else(|| TraceError::UnknownKind {
+            given: s.to_string(),
+            known: TraceKind::ALL.map(TraceKind::name).join(", "),
+        })
+    }
+}
+
+/// Reads a job trace of the given kind, keeping the jobs `slice` selects.
+pub fn read_trace(kind: TraceKind, path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
+    match kind {
+        TraceKind::Philly => read_philly(path, slice),
+        TraceKind::Itp => read_itp(path, slice),
+        TraceKind::Gavel => read_gavel(path, slice),
+        TraceKind::Pollux => read_pollux(path, slice),
+        TraceKind::Tiresias => read_tiresias(path, slice),
+        TraceKind::Openb => read_openb_pods(path, slice),
+    }
+}
+
+/// Parses a `--trace KIND:PATH` argument (the path may itself contain `:`).
+pub fn parse_trace_arg(arg: &str) -> Result<(TraceKind, PathBuf), TraceError> {
+    let (kind, path) = arg.split_once(':').ok_or_else(|| {
+        TraceError::config(
+            "--trace",
+            arg,
+            "expected KIND:PATH, for example philly:data/philly-2017/philly.csv.gz",
+        )
+    })?;
+    if path.is_empty() {
+        return Err(TraceError::config("--trace", arg, "the path after KIND: is empty"));
+    }
+    Ok((kind.parse()?, PathBuf::from(path)))
+}
+
+/// Bundled Philly jobs, relative to [`bundled_data_dir`].
+pub const BUNDLED_PHILLY: &str = "philly-2017/philly.csv.gz";
+/// Bundled Philly per-VC node counts, relative to [`bundled_data_dir`].
+pub const BUNDLED_PHILLY_VC: &str = "philly-2017/philly_vc.csv.gz";
+/// Bundled Azure LLM inference traces, relative to [`bundled_data_dir`].
+pub const BUNDLED_AZURE_CODE: &str = "azure-llm-inference-2023/AzureLLMInferenceTrace_code.csv.gz";
+pub const BUNDLED_AZURE_CONV: &str = "azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv.gz";
+/// Bundled Gavel throughput table, relative to [`bundled_data_dir`].
+pub const BUNDLED_GAVEL_THROUGHPUTS: &str = "gavel/simulation_throughputs.json.gz";
+/// Bundled Gavel physical-cluster traces folder, relative to [`bundled_data_dir`].
+pub const BUNDLED_GAVEL_PHYSICAL: &str = "gavel/physical_cluster";
+
+/// The bundled `data/` folder: `$COTENANT_DATA` if set, else the workspace's `data/`.
+pub fn bundled_data_dir() -> PathBuf {
+    match std::env::var_os("COTENANT_DATA") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => workspace_root().join("data"),
+    }
+}
+
+/// The full trace collection: `explicit` if given, else `$COTENANT_TRACES`, else
+/// `../shared/traces` next to the workspace. It may not exist (a fresh clone).
+pub fn traces_dir(explicit: Option<&Path>) -> PathBuf {
+    if let Some(dir) = explicit {
+        return dir.to_path_buf();
+    }
+    match std::env::var_os("COTENANT_TRACES") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => workspace_root().join("..").join("shared").join("traces"),
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    // This crate lives at <workspace>/crates/trace.
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("..")
+}
+
 pub mod gavel_throughputs;
 pub mod requests;

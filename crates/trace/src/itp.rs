@@ -1,0 +1,34 @@
+//! ElasticFlow's Microsoft ITP traces (2021): `clusterNN.csv` with
+//! `job_id,submission_time,duration,num_gpu`, times in seconds.
+
+use std::path::Path;
+
+use cotenant_core::Span;
+
+use crate::error::TraceError;
+use crate::slice::{assemble, Clock, RawJob, ReadReport, Slice};
+use crate::text::{file_stem, read_text, secs_to_us, Table};
+use crate::Workload;
+
+/// Reads one ITP cluster file. The trace has no tenant column, so all jobs
+/// belong to one tenant named after the file (`cluster10`). `work` is the
+/// observed duration in seconds, also given as the (oracle) estimate.
+pub fn read_itp(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
+    let file = path.display().to_string();
+    let tenant = file_stem(path);
+    let text = read_text(path)?;
+    let table = Table::parse(&file, &text, ',')?;
+    let (submit, duration, gpus) =
+        (table.column("submission_time")?, table.column("duration")?, table.column("num_gpu")?);
+    table.column("job_id")?;
+    let mut raw = Vec::new();
+    for row in table.rows() {
+        let row = row?;
+        let arrival_us = secs_to_us(row.non_negative_f64(submit)?);
+        let duration_secs = row.non_negative_f64(duration)?;
+        let mut job = RawJob::new(arrival_us, row.line, &tenant, row.positive_u32(gpus)?, duration_secs);
+        job.duration_estimate = Some(Span::from_secs_f64_ceil(duration_secs));
+        raw.push(job);
+    }
+    assemble(file, raw, slice, Clock::Relative, ReadReport::default())
+}

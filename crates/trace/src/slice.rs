@@ -1,0 +1,245 @@
+//! Cutting a trace down: a time window and/or the first N jobs, then turning the
+//! surviving rows into a [`Workload`] whose invariants hold.
+
+use std::collections::BTreeMap;
+
+use cotenant_core::{JobId, JobKind, JobSpec, Span, TenantId, TenantSpec, Time};
+
+use crate::error::TraceError;
+use crate::wallclock::{format_wall_clock, parse_wall_clock_us};
+use crate::{SkipCount, Workload};
+
+/// One end of a time window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SliceBound {
+    /// A wall-clock instant, microseconds since 1970-01-01 in the trace's own zone
+    /// (for traces with wall-clock timestamps: Philly).
+    WallClock(i64),
+    /// Microseconds since the start of the trace's clock (every other trace).
+    Relative(i64),
+}
+
+impl SliceBound {
+    /// `2017-11-06`, `2017-11-06 12:00:00` (wall clock) or `3600` / `3600.5` (seconds).
+    pub fn parse(text: &str) -> Result<SliceBound, TraceError> {
+        let text = text.trim();
+        if let Ok(secs) = text.parse::<f64>() {
+            if secs.is_finite() && secs >= 0.0 {
+                return Ok(SliceBound::Relative(crate::text::secs_to_us(secs)));
+            }
+            return Err(TraceError::Slice {
+                message: format!("bound {text:?} must be a non-negative number of seconds"),
+            });
+        }
+        parse_wall_clock_us(text).map(SliceBound::WallClock).map_err(|reason| TraceError::Slice {
+            message: format!("bound {text:?} is neither seconds nor a wall-clock time: {reason}"),
+        })
+    }
+}
+
+/// Which jobs of a trace to keep: those arriving in `[start, end)`, then at most
+/// the first `max_jobs` of them in arrival order. Arrivals are rebased to `start`
+/// when given, else to the first kept arrival.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Slice {
+    pub start: Option<SliceBound>,
+    pub end: Option<SliceBound>,
+    pub max_jobs: Option<usize>,
+}
+
+impl Slice {
+    /// The whole trace.
+    pub fn all() -> Slice {
+        Slice::default()
+    }
+
+    /// The first `n` jobs.
+    pub fn first_jobs(n: usize) -> Slice {
+        Slice { max_jobs: Some(n), ..Slice::default() }
+    }
+
+    /// Parses optional start and end bounds (see [`SliceBound::parse`]).
+    pub fn window(
+        start: Option<&str>,
+        end: Option<&str>,
+        max_jobs: Option<usize>,
+    ) -> Result<Slice, TraceError> {
+        let slice = Slice {
+            start: start.map(SliceBound::parse).transpose()?,
+            end: end.map(SliceBound::parse).transpose()?,
+            max_jobs,
+        };
+        if let (Some(a), Some(b)) = (slice.start, slice.end) {
+            let ordered = match (a, b) {
+                (SliceBound::WallClock(a), SliceBound::WallClock(b))
+                | (SliceBound::Relative(a), SliceBound::Relative(b)) => a < b,
+                _ => {
+                    return Err(TraceError::Slice {
+                        message: "start and end must both be wall-clock times or both seconds".into(),
+                    })
+                }
+            };
+            if !ordered {
+                return Err(TraceError::Slice {
+                    message: "the window's start must be before its end".into(),
+                });
+            }
+        }
+        Ok(slice)
+    }
+
+    /// The default demo slice: Philly's week from 2017-11-06 (inclusive) to
+    /// 2017-11-13 (exclusive), 6,391 jobs from 11 VCs.
+    pub fn philly_default_week() -> Slice {
+        Slice {
+            start: Some(SliceBound::WallClock(PHILLY_WEEK_START_US)),
+            end: Some(SliceBound::WallClock(PHILLY_WEEK_END_US)),
+            max_jobs: None,
+        }
+    }
+}
+
+/// 2017-11-06 00:00:00 and 2017-11-13 00:00:00, microseconds since 1970.
+const PHILLY_WEEK_START_US: i64 = 1_509_926_400_000_000;
+const PHILLY_WEEK_END_US: i64 = 1_510_531_200_000_000;
+
+/// Whether a trace's timestamps are wall-clock or relative seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Clock {
+    WallClock,
+    Relative,
+}
+
+/// A row that became a job, before slicing and id assignment.
+#[derive(Clone, Debug)]
+pub(crate) struct RawJob {
+    /// Arrival on the trace's own clock, microseconds.
+    pub arrival_us: i64,
+    pub line: u64,
+    pub tenant: String,
+    pub gpus: u32,
+    pub work: f64,
+    pub duration_estimate: Option<Span>,
+    pub priority: i32,
+    pub job_type: Option<String>,
+    pub cpus: u32,
+    pub memory_gib: u32,
+}
+
+impl RawJob {
+    pub fn new(arrival_us: i64, line: u64, tenant: &str, gpus: u32, work: f64) -> RawJob {
+        RawJob {
+            arrival_us,
+            line,
+            tenant: tenant.to_string(),
+            gpus,
+            work,
+            duration_estimate: None,
+            priority: 0,
+            job_type: None,
+            cpus: 0,
+            memory_gib: 0,
+        }
+    }
+}
+
+/// What a reader hands to [`assemble`] besides its jobs.
+#[derive(Debug, Default)]
+pub(crate) struct ReadReport {
+    pub skipped: BTreeMap<String, u64>,
+    pub notes: Vec<String>,
+}
+
+impl ReadReport {
+    pub fn skip(&mut self, reason: &str) {
+        *self.skipped.entry(reason.to_string()).or_insert(0) += 1;
+    }
+}
+
+fn bound_us(bound: SliceBound, clock: Clock) -> Result<i64, TraceError> {
+    match (bound, clock) {
+        (SliceBound::WallClock(us), Clock::WallClock) | (SliceBound::Relative(us), Clock::Relative) => Ok(us),
+        (SliceBound::Relative(_), Clock::WallClock) => Err(TraceError::Slice {
+            message: "this trace has wall-clock timestamps: give the window as dates such as 2017-11-06 or \"2017-11-06 12:00:00\"".into(),
+        }),
+        (SliceBound::WallClock(_), Clock::Relative) => Err(TraceError::Slice {
+            message: "this trace has relative timestamps: give the window in seconds from the trace start".into(),
+        }),
+    }
+}
+
+/// Sorts (stable: ties keep file order), slices, rebases and numbers the jobs.
+/// Tenants are the distinct tenant names of the kept jobs, sorted by name.
+pub(crate) fn assemble(
+    source: String,
+    mut raw: Vec<RawJob>,
+    slice: &Slice,
+    clock: Clock,
+    mut report: ReadReport,
+) -> Result<Workload, TraceError> {
+    raw.sort_by_key(|j| j.arrival_us);
+    let start = slice.start.map(|b| bound_us(b, clock)).transpose()?;
+    let end = slice.end.map(|b| bound_us(b, clock)).transpose()?;
+    let total = raw.len();
+    raw.retain(|j| start.is_none_or(|s| j.arrival_us >= s) && end.is_none_or(|e| j.arrival_us < e));
+    if raw.len() < total {
+        report.notes.push(format!("time window kept {} of {} jobs", raw.len(), total));
+    }
+    if let Some(max) = slice.max_jobs {
+        if raw.len() > max {
+            report.notes.push(format!("job limit kept the first {max} of {} jobs", raw.len()));
+            raw.truncate(max);
+        }
+    }
+    let epoch_us = start.or(raw.first().map(|j| j.arrival_us)).unwrap_or(0);
+    if clock == Clock::WallClock {
+        report.notes.push(format!("time 0 is {}", format_wall_clock(epoch_us)));
+    }
+    Ok(number_jobs(source, raw, epoch_us, report))
+}
+
+fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadReport) -> Workload {
+    let tenant_names: Vec<String> = {
+        let mut names: Vec<String> = raw.iter().map(|j| j.tenant.clone()).collect();
+        names.sort();
+        names.dedup();
+        names
+    };
+    let mut job_types: Vec<String> = Vec::new();
+    let mut jobs = Vec::with_capacity(raw.len());
+    let mut lines = Vec::with_capacity(raw.len());
+    for (i, r) in raw.into_iter().enumerate() {
+        let tenant = tenant_names.binary_search(&r.tenant).unwrap_or(0) as u32;
+        let job_type = r.job_type.map(|name| match job_types.iter().position(|t| *t == name) {
+            Some(k) => k as u32,
+            None => {
+                job_types.push(name);
+                job_types.len() as u32 - 1
+            }
+        });
+        let arrival = Time(u64::try_from(r.arrival_us - epoch_us).unwrap_or(0));
+        jobs.push(JobSpec {
+            id: JobId(i as u32),
+            tenant: TenantId(tenant),
+            arrival,
+            gpus: r.gpus,
+            work: r.work,
+            duration_estimate: r.duration_estimate,
+            priority: r.priority,
+            kind: JobKind::Training,
+            job_type,
+            cpus: r.cpus,
+            memory_gib: r.memory_gib,
+        });
+        lines.push(r.line);
+    }
+    Workload {
+        source,
+        jobs,
+        tenants: tenant_names.into_iter().map(TenantSpec::new).collect(),
+        job_types,
+        lines,
+        skipped: report.skipped.into_iter().map(|(reason, rows)| SkipCount { reason, rows }).collect(),
+        notes: report.notes,
+    }
+}

@@ -1,0 +1,283 @@
+//! Seeded synthetic workloads: Poisson arrivals, the duration and GPU-count
+//! distributions of Gavel (OSDI'20) and Synergy (OSDI'22), tenants with weights.
+//!
+//! Spec keys (`key=value,...`; all optional):
+//! - `jobs=N` (default 1000)
+//! - `rate=R/h` | `R/min` | `R/s` | `R` (per hour; default 20/h): Poisson arrivals.
+//!   The first job arrives at time 0.
+//! - `seed=S` (default 0)
+//! - `tenants=T` (default: the number of weights, else 1); jobs pick a tenant uniformly.
+//! - `weights=1:1:2:4`: fair-share weights, one per tenant (default all 1).
+//! - `durations=gavel` (default) or seconds: Gavel's run times, 80% 10^U(1.5,3)
+//!   minutes and 20% 10^U(3,4) minutes; or one fixed run time.
+//! - `gpus=gavel` (default) or a count: Gavel's (Philly-derived) GPU counts,
+//!   70% 1, 10% 2, 15% 4, 5% 8; or one fixed count.
+//! - `job-types=A|B|C`: each job draws a job type uniformly from the list
+//!   (e.g. Gavel's `ResNet-18 (batch size 64)`); none by default.
+//!
+//! `work` is the run time in seconds at reference speed; `duration_estimate` is
+//! that run time (an oracle). Draws happen in a fixed order per job (gap,
+//! tenant, duration, GPUs, job type) from one ChaCha8 stream, so a spec and
+//! seed always give the same workload.
+
+use std::fmt;
+
+use cotenant_core::{JobId, JobKind, JobSpec, Span, TenantId, TenantSpec, Time};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::cluster_config::key_values;
+use crate::error::TraceError;
+use crate::Workload;
+
+/// Where run times come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DurationDist {
+    /// Gavel's mixture: 80% 10^U(1.5,3) minutes, 20% 10^U(3,4) minutes.
+    Gavel,
+    FixedSecs(f64),
+}
+
+/// Where GPU counts come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GpuDist {
+    /// 70% 1, 10% 2, 15% 4, 5% 8.
+    Gavel,
+    Fixed(u32),
+}
+
+/// A synthetic workload description; see the module doc for the text form.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SyntheticSpec {
+    pub jobs: usize,
+    pub jobs_per_hour: f64,
+    pub seed: u64,
+    /// One weight per tenant; its length is the number of tenants.
+    pub weights: Vec<f64>,
+    pub durations: DurationDist,
+    pub gpus: GpuDist,
+    pub job_types: Vec<String>,
+}
+
+impl Default for SyntheticSpec {
+    fn default() -> SyntheticSpec {
+        SyntheticSpec {
+            jobs: 1000,
+            jobs_per_hour: 20.0,
+            seed: 0,
+            weights: vec![1.0],
+            durations: DurationDist::Gavel,
+            gpus: GpuDist::Gavel,
+            job_types: Vec::new(),
+        }
+    }
+}
+
+/// Most jobs a spec may ask for: a generated workload must fit in memory.
+pub const MAX_SYNTHETIC_JOBS: usize = 10_000_000;
+
+const CONTEXT: &str = "synthetic spec";
+const KEYS: &str = "jobs, rate, seed, tenants, weights, durations, gpus, job-types";
+
+impl SyntheticSpec {
+    /// Parses `key=value,...` (see the module doc). Unknown keys are errors.
+    pub fn parse(text: &str) -> Result<SyntheticSpec, TraceError> {
+        let mut spec = SyntheticSpec::default();
+        let mut tenants: Option<usize> = None;
+        let mut weights: Option<Vec<f64>> = None;
+        for (key, value) in key_values(text, CONTEXT)? {
+            match key {
+                "jobs" => spec.jobs = parse_jobs(value)?,
+                "rate" => spec.jobs_per_hour = parse_rate(value)?,
+                "seed" => {
+                    spec.seed =
+                        value.parse().map_err(|_| err(key, format!("expected an integer, got {value:?}")))?
+                }
+                "tenants" => {
+                    tenants = Some(crate::cluster_config::parse_positive(CONTEXT, key, value)? as usize)
+                }
+                "weights" => weights = Some(parse_weights(value)?),
+                "durations" => spec.durations = parse_durations(value)?,
+                "gpus" => spec.gpus = parse_gpus(value)?,
+                "job-types" => spec.job_types = parse_job_types(value)?,
+                _ => return Err(err(key, format!("unknown key (known: {KEYS})"))),
+            }
+        }
+        spec.weights = match (tenants, weights) {
+            (Some(t), Some(w)) if w.len() != t => {
+                return Err(err("weights", format!("{} weights given for {t} tenants", w.len())));
+            }
+            (_, Some(w)) => w,
+            (Some(t), None) => vec![1.0; t],
+            (None, None) => vec![1.0],
+        };
+        Ok(spec)
+    }
+}
+
+fn err(key: &str, message: impl Into<String>) -> TraceError {
+    TraceError::config(CONTEXT, key, message)
+}
+
+fn parse_jobs(value: &str) -> Result<usize, TraceError> {
+    match value.parse::<usize>() {
+        Ok(n) if (1..=MAX_SYNTHETIC_JOBS).contains(&n) => Ok(n),
+        _ => Err(err("jobs", format!("expected an integer from 1 to {MAX_SYNTHETIC_JOBS}, got {value:?}"))),
+    }
+}
+
+fn parse_rate(value: &str) -> Result<f64, TraceError> {
+    let (number, per_hour) = match value.split_once('/') {
+        None => (value, 1.0),
+        Some((n, "h" | "hour")) => (n, 1.0),
+        Some((n, "min" | "m")) => (n, 60.0),
+        Some((n, "s" | "sec")) => (n, 3600.0),
+        Some((_, unit)) => return Err(err("rate", format!("unknown unit {unit:?} (use /h, /min or /s)"))),
+    };
+    match number.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r * per_hour),
+        _ => Err(err("rate", format!("expected a positive rate such as 20/h, got {value:?}"))),
+    }
+}
+
+fn parse_weights(value: &str) -> Result<Vec<f64>, TraceError> {
+    value
+        .split(':')
+        .map(|w| match w.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+            _ => Err(err("weights", format!("expected positive numbers separated by ':', got {value:?}"))),
+        })
+        .collect()
+}
+
+fn parse_durations(value: &str) -> Result<DurationDist, TraceError> {
+    if value == "gavel" {
+        return Ok(DurationDist::Gavel);
+    }
+    match value.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(DurationDist::FixedSecs(s)),
+        _ => {
+            Err(err("durations", format!("expected `gavel` or a positive number of seconds, got {value:?}")))
+        }
+    }
+}
+
+fn parse_gpus(value: &str) -> Result<GpuDist, TraceError> {
+    if value == "gavel" {
+        return Ok(GpuDist::Gavel);
+    }
+    crate::cluster_config::parse_positive(CONTEXT, "gpus", value)
+        .map(GpuDist::Fixed)
+        .map_err(|_| err("gpus", format!("expected `gavel` or a positive integer, got {value:?}")))
+}
+
+fn parse_job_types(value: &str) -> Result<Vec<String>, TraceError> {
+    let types: Vec<String> = value.split('|').map(|t| t.trim().to_string()).collect();
+    if types.iter().any(String::is_empty) {
+        return Err(err("job-types", "expected names separated by '|', got an empty name"));
+    }
+    Ok(types)
+}
+
+impl fmt::Display for SyntheticSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let weights: Vec<String> = self.weights.iter().map(|w| w.to_string()).collect();
+        write!(
+            f,
+            "jobs={},rate={}/h,seed={},tenants={},weights={}",
+            self.jobs,
+            self.jobs_per_hour,
+            self.seed,
+            self.weights.len(),
+            weights.join(":")
+        )?;
+        match &self.durations {
+            DurationDist::Gavel => write!(f, ",durations=gavel")?,
+            DurationDist::FixedSecs(s) => write!(f, ",durations={s}")?,
+        }
+        match &self.gpus {
+            GpuDist::Gavel => write!(f, ",gpus=gavel")?,
+            GpuDist::Fixed(n) => write!(f, ",gpus={n}")?,
+        }
+        if !self.job_types.is_empty() {
+            write!(f, ",job-types={}", self.job_types.join("|"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Generates the workload a spec describes. Deterministic in the spec.
+pub fn generate(spec: &SyntheticSpec) -> Workload {
+    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+    let tenants: Vec<TenantSpec> = spec
+        .weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| TenantSpec { weight: w, ..TenantSpec::new(format!("tenant-{i}")) })
+        .collect();
+    let mean_gap_secs = 3600.0 / spec.jobs_per_hour;
+    let mut arrival_us: u64 = 0;
+    let mut jobs = Vec::with_capacity(spec.jobs);
+    for i in 0..spec.jobs {
+        if i > 0 {
+            arrival_us = arrival_us.saturating_add(exponential_us(&mut rng, mean_gap_secs));
+        }
+        let tenant = rng.random_range(0..tenants.len()) as u32;
+        let secs = draw_duration_secs(&mut rng, &spec.durations);
+        let gpus = draw_gpus(&mut rng, &spec.gpus);
+        let job_type = (!spec.job_types.is_empty()).then(|| rng.random_range(0..spec.job_types.len()) as u32);
+        jobs.push(JobSpec {
+            id: JobId(i as u32),
+            tenant: TenantId(tenant),
+            arrival: Time(arrival_us),
+            gpus,
+            work: secs,
+            duration_estimate: Some(Span::from_secs_f64_ceil(secs)),
+            priority: 0,
+            kind: JobKind::Training,
+            job_type,
+            cpus: 0,
+            memory_gib: 0,
+        });
+    }
+    Workload {
+        source: format!("synthetic:{spec}"),
+        lines: vec![0; jobs.len()],
+        jobs,
+        tenants,
+        job_types: spec.job_types.clone(),
+        skipped: Vec::new(),
+        notes: Vec::new(),
+    }
+}
+
+/// An exponential gap with the given mean, in whole microseconds.
+fn exponential_us(rng: &mut ChaCha8Rng, mean_secs: f64) -> u64 {
+    // 1 - U lies in (0, 1], so the logarithm is finite.
+    let u: f64 = rng.random();
+    let secs = -(1.0 - u).ln() * mean_secs;
+    (secs * 1e6).round() as u64
+}
+
+fn draw_duration_secs(rng: &mut ChaCha8Rng, dist: &DurationDist) -> f64 {
+    match dist {
+        DurationDist::FixedSecs(s) => *s,
+        DurationDist::Gavel => {
+            let long = rng.random::<f64>() >= 0.8;
+            let exponent = if long { rng.random_range(3.0..4.0) } else { rng.random_range(1.5..3.0) };
+            60.0 * 10f64.powf(exponent)
+        }
+    }
+}
+
+fn draw_gpus(rng: &mut ChaCha8Rng, dist: &GpuDist) -> u32 {
+    match dist {
+        GpuDist::Fixed(n) => *n,
+        GpuDist::Gavel => match rng.random::<f64>() {
+            r if r < 0.70 => 1,
+            r if r < 0.80 => 2,
+            r if r < 0.95 => 4,
+            _ => 8,
+        },
+    }
+}

@@ -1,0 +1,45 @@
+//! Tiresias's example trace `60_job.csv`:
+//! `job_id,num_gpu,submit_time,iterations,model_name,duration,interval`, seconds.
+
+use std::path::Path;
+
+use cotenant_core::Span;
+
+use crate::error::TraceError;
+use crate::slice::{assemble, Clock, RawJob, ReadReport, Slice};
+use crate::text::{file_stem, read_text, secs_to_us, Table};
+use crate::Workload;
+
+/// Reads a Tiresias job CSV. One tenant named after the file; `work` is
+/// `duration` in seconds (also the oracle estimate); the job type is
+/// `model_name`. `iterations` and `interval` (the generator's inter-arrival
+/// gap) are checked but not used: `submit_time` already places the job.
+pub fn read_tiresias(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
+    let file = path.display().to_string();
+    let tenant = file_stem(path);
+    let text = read_text(path)?;
+    let table = Table::parse(&file, &text, ',')?;
+    let gpus = table.column("num_gpu")?;
+    let submit = table.column("submit_time")?;
+    let model = table.column("model_name")?;
+    let duration = table.column("duration")?;
+    let iterations = table.column("iterations")?;
+    table.column("job_id")?;
+    let mut raw = Vec::new();
+    for row in table.rows() {
+        let row = row?;
+        row.u64(iterations)?;
+        let duration_secs = row.non_negative_f64(duration)?;
+        let mut job = RawJob::new(
+            secs_to_us(row.non_negative_f64(submit)?),
+            row.line,
+            &tenant,
+            row.positive_u32(gpus)?,
+            duration_secs,
+        );
+        job.duration_estimate = Some(Span::from_secs_f64_ceil(duration_secs));
+        job.job_type = Some(row.str(model).to_string());
+        raw.push(job);
+    }
+    assemble(file, raw, slice, Clock::Relative, ReadReport::default())
+}
