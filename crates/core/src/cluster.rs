@@ -196,14 +196,20 @@ impl Cluster {
             return false;
         }
         gpus.iter().all(|&g| {
-            g.index() < self.owner.len() && self.owner[g.index()].is_none() && self.up[self.node_of(g).index()]
+            g.index() < self.owner.len()
+                && self.owner[g.index()].is_none()
+                && self.up[self.node_of(g).index()]
         })
     }
 
     /// Gives `gpus` to `job`. Caller has checked [`Cluster::can_take`].
     pub(crate) fn take(&mut self, job: JobId, gpus: &[GpuId]) {
         for &g in gpus {
-            assert!(self.owner[g.index()].is_none(), "{g} double-booked: held by {:?}, wanted by {job}", self.owner[g.index()]);
+            assert!(
+                self.owner[g.index()].is_none(),
+                "{g} double-booked: held by {:?}, wanted by {job}",
+                self.owner[g.index()]
+            );
             self.owner[g.index()] = Some(job);
             let node = self.node_of(g);
             self.free_mask[node.index()] &= !(1u64 << self.slot_of(g));

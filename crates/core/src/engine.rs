@@ -8,7 +8,9 @@ use rand_chacha::ChaCha8Rng;
 use crate::cluster::Cluster;
 use crate::ids::{GpuId, JobId, NodeId, TenantId};
 use crate::job::{EndReason, JobSpec};
-use crate::policy::{Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger};
+use crate::policy::{
+    Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
+};
 use crate::tenant::TenantSpec;
 use crate::time::Time;
 
@@ -17,9 +19,15 @@ use crate::time::Time;
 pub enum Input {
     JobSubmitted(JobSpec),
     /// A running job completed its work.
-    JobFinished { job: JobId },
+    JobFinished {
+        job: JobId,
+    },
     /// A progress report: `work_done` units at `now`, advancing at `rate` per second.
-    Progress { job: JobId, work_done: f64, rate: f64 },
+    Progress {
+        job: JobId,
+        work_done: f64,
+        rate: f64,
+    },
     NodeUp(NodeId),
     NodeDown(NodeId),
     /// A timer the engine asked for with [`Engine::next_wakeup`].
@@ -38,10 +46,19 @@ pub enum StopReason {
 /// What the engine asks the world to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
-    Start { job: JobId, gpus: Vec<GpuId> },
-    Stop { job: JobId, reason: StopReason },
+    Start {
+        job: JobId,
+        gpus: Vec<GpuId>,
+    },
+    Stop {
+        job: JobId,
+        reason: StopReason,
+    },
     /// The job leaves without finishing, for the stated reason.
-    End { job: JobId, reason: EndReason },
+    End {
+        job: JobId,
+        reason: EndReason,
+    },
 }
 
 /// An input or action the engine refused. In the simulator any of these is a bug.
@@ -366,7 +383,11 @@ impl Engine {
         }
         let job = self.job(id)?;
         if gpus.len() as u32 != job.spec.gpus {
-            return Some(Violation::StartWrongGpuCount { job: id, wanted: job.spec.gpus, given: gpus.len() as u32 });
+            return Some(Violation::StartWrongGpuCount {
+                job: id,
+                wanted: job.spec.gpus,
+                given: gpus.len() as u32,
+            });
         }
         if !self.cluster.can_take(gpus) {
             return Some(Violation::StartGpusUnavailable { job: id, gpus: gpus.to_vec() });

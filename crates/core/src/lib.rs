@@ -19,7 +19,8 @@ pub use engine::{Command, Engine, EngineStats, Input, StopReason, Violation};
 pub use ids::{GpuId, GpuTypeId, JobId, NodeId, TenantId};
 pub use job::{EndReason, JobKind, JobSpec};
 pub use policy::{
-    Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger, WaitReason,
+    Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
+    WaitReason,
 };
 pub use tenant::TenantSpec;
 pub use time::{Span, Time, MICROS_PER_SECOND};

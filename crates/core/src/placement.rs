@@ -132,7 +132,8 @@ fn consolidate(nodes: &mut [(u32, NodeId)], needed: u32) -> Vec<(NodeId, u32)> {
     let mut left = needed;
     let mut rest = &nodes[..];
     while left > 0 {
-        let best_fit = rest.iter().filter(|(free, _)| *free >= left).min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        let best_fit =
+            rest.iter().filter(|(free, _)| *free >= left).min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
         if let Some(&(_, node)) = best_fit {
             plan.push((node, left));
             break;
@@ -225,7 +226,10 @@ mod tests {
         let c = cluster_with_free(&[8]);
         let mut map = FreeMap::new(&c);
         let gpus = map.place(8, Placement::Consolidated, |_| true).unwrap();
-        assert_eq!(map.place(1, Placement::Consolidated, |_| true), Err(WaitReason::NoFreeGpus { needed: 1, free: 0 }));
+        assert_eq!(
+            map.place(1, Placement::Consolidated, |_| true),
+            Err(WaitReason::NoFreeGpus { needed: 1, free: 0 })
+        );
         map.give_back(&gpus[..2]);
         assert_eq!(map.free(), 2);
     }

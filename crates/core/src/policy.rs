@@ -66,7 +66,8 @@ impl JobState {
     pub fn attained_gpu_us(&self, now: Time) -> u64 {
         match self.phase {
             Phase::Running => {
-                self.attained_before_gpu_us + (now - self.phase_since).0.saturating_mul(self.gpus.len() as u64)
+                self.attained_before_gpu_us
+                    + (now - self.phase_since).0.saturating_mul(self.gpus.len() as u64)
             }
             _ => self.attained_before_gpu_us,
         }

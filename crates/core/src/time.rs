@@ -52,6 +52,28 @@ impl Span {
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / MICROS_PER_SECOND as f64
     }
+
+    /// Parses `90`, `90s`, `1.5m`, `2h`, `1d` or `250ms` (a bare number is seconds).
+    pub fn parse(text: &str) -> Result<Span, String> {
+        let text = text.trim();
+        let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let value: f64 =
+            number.trim().parse().map_err(|_| format!("'{text}' is not a duration like 90s, 5m, 2h"))?;
+        let seconds_per_unit = match unit {
+            "" | "s" => 1.0,
+            "ms" => 1e-3,
+            "us" => 1e-6,
+            "m" | "min" => 60.0,
+            "h" => 3600.0,
+            "d" => 86400.0,
+            _ => return Err(format!("'{text}': unknown unit '{unit}' (use ms, s, m, h or d)")),
+        };
+        if !(value >= 0.0 && value.is_finite()) {
+            return Err(format!("'{text}' must be a non-negative duration"));
+        }
+        Ok(Span((value * seconds_per_unit * MICROS_PER_SECOND as f64).round() as u64))
+    }
 }
 
 impl Add<Span> for Time {
@@ -110,6 +132,18 @@ mod tests {
         assert_eq!(Span::from_secs_f64_ceil(2.0), Span(2_000_000));
         assert_eq!(Span::from_secs_f64_ceil(-3.0), Span::ZERO);
         assert_eq!(Span::from_secs_f64_ceil(f64::NAN), Span::ZERO);
+    }
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(Span::parse("360s"), Ok(Span::from_secs(360)));
+        assert_eq!(Span::parse("90"), Ok(Span::from_secs(90)));
+        assert_eq!(Span::parse("1.5m"), Ok(Span::from_secs(90)));
+        assert_eq!(Span::parse("2h"), Ok(Span::from_secs(7200)));
+        assert_eq!(Span::parse("250ms"), Ok(Span(250_000)));
+        assert!(Span::parse("-1s").is_err());
+        assert!(Span::parse("5 parsecs").is_err());
+        assert!(Span::parse("").is_err());
     }
 
     #[test]

@@ -1,1 +1,15 @@
-//! cotenant-policies: scheduling policies.
+//! cotenant-policies: scheduling policies, one module each. Every policy reads
+//! an immutable `ClusterView` and returns a `Decision`; none does I/O, reads a
+//! clock or mutates the cluster. Shared passes live in `greedy`, ordered
+//! waiting queues in `queue`, and the name → builder table in `registry`.
+
+pub mod fifo;
+pub mod greedy;
+pub mod las;
+pub mod queue;
+pub mod registry;
+pub mod sjf;
+pub mod srtf;
+pub mod tiresias;
+
+pub use registry::{build, policies, PolicyError, PolicyInfo, PolicyParams};

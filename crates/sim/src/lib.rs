@@ -1,11 +1,19 @@
 //! cotenant-sim: the discrete-event cluster simulator. It drives
 //! `cotenant_core::Engine` with inputs from a workload and a world model
-//! (rates, checkpoints, faults), and measures what happened.
+//! (rates, checkpoints, restores), and measures what happened.
 //!
-//! The simulator never decides anything a policy should: it only applies the
-//! engine's commands and reports the world's events back.
+//! The simulator never decides anything a policy should: it applies the
+//! engine's commands to the world and reports the world's events back. It reads
+//! no clock and no files; the CLI does.
 
+pub mod driver;
 pub mod gavel_rates;
+pub mod metrics;
 pub mod rates;
+pub mod usage;
+pub mod world;
 
+pub use driver::{simulate, JobRecord, Outcome, RunLog, SimConfig, SimError, SimProgress, SimResult};
+pub use metrics::{summarize, Distribution, Summary, TenantSummary};
 pub use rates::{RateModel, ReferenceRate};
+pub use world::Overheads;

@@ -1,0 +1,117 @@
+//! FIFO in submission order, non-preemptive; optionally with EASY backfilling.
+
+use cotenant_core::placement::{FreeMap, Placement};
+use cotenant_core::{Action, ClusterView, Decision, JobId, Policy, PolicyCx, Time, WaitReason};
+
+use crate::greedy::{start_in_order, SCAN_LIMIT};
+
+/// First come, first served. Without backfill the first job that cannot start
+/// blocks every job behind it (strict FIFO). With EASY backfill the blocked
+/// head gets a reservation at the earliest time enough GPUs free up (from the
+/// duration estimates of running jobs), and later jobs may start now if they
+/// finish before that time or use only GPUs the head will not need.
+#[derive(Clone, Debug)]
+pub struct Fifo {
+    pub placement: Placement,
+    pub backfill: bool,
+}
+
+impl Policy for Fifo {
+    fn name(&self) -> &'static str {
+        if self.backfill {
+            "fifo-backfill"
+        } else {
+            "fifo"
+        }
+    }
+
+    fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
+        if !self.backfill {
+            return start_in_order(view, view.pending.iter().copied(), self.placement, true, None);
+        }
+        easy_backfill(view, self.placement)
+    }
+}
+
+fn easy_backfill(view: &ClusterView<'_>, placement: Placement) -> Decision {
+    let mut decision = Decision::default();
+    let mut free = FreeMap::new(view.cluster);
+    let mut pending = view.pending.iter().copied().take(SCAN_LIMIT);
+    // Phase 1: start in order until the first job that does not fit.
+    let mut head = None;
+    for id in pending.by_ref() {
+        match free.place(view.job(id).spec.gpus, placement, |_| true) {
+            Ok(gpus) => decision.actions.push(Action::Start { job: id, gpus }),
+            Err(reason) => {
+                decision.waiting.push((id, reason));
+                head = Some(id);
+                break;
+            }
+        }
+    }
+    let Some(head) = head else { return decision };
+    let started: Vec<JobId> = decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Start { job, .. } => Some(*job),
+            _ => None,
+        })
+        .collect();
+    let (shadow, mut extra) = reservation(view, head, &started, free.free());
+    // Phase 2: backfill jobs that leave the head's reservation intact.
+    for id in pending {
+        if free.free() == 0 {
+            break;
+        }
+        let job = view.job(id);
+        let gpus = job.spec.gpus;
+        if gpus > free.free() {
+            continue;
+        }
+        let ends_before_shadow = job.spec.duration_estimate.is_some_and(|d| view.now + d <= shadow);
+        let within_extra = gpus <= extra;
+        if !ends_before_shadow && !within_extra {
+            decision.waiting.push((id, WaitReason::WouldDelayReservation { head }));
+            continue;
+        }
+        if let Ok(chosen) = free.place(gpus, placement, |_| true) {
+            if !ends_before_shadow {
+                extra -= gpus;
+            }
+            decision.actions.push(Action::Start { job: id, gpus: chosen });
+        }
+    }
+    decision
+}
+
+/// The head's reserved start (shadow time) and the GPUs free at that time
+/// beyond what the head needs. Jobs without estimates are assumed never to end.
+fn reservation(view: &ClusterView<'_>, head: JobId, started: &[JobId], free_now: u32) -> (Time, u32) {
+    let needed = view.job(head).spec.gpus;
+    let mut ends: Vec<(Time, u32)> = view
+        .running
+        .iter()
+        .map(|&id| {
+            let job = view.job(id);
+            let end = job.remaining_estimate(view.now).map_or(Time::MAX, |left| view.now + left);
+            (end, job.spec.gpus)
+        })
+        .chain(started.iter().map(|&id| {
+            let job = view.job(id);
+            (job.spec.duration_estimate.map_or(Time::MAX, |d| view.now + d), job.spec.gpus)
+        }))
+        .collect();
+    ends.sort_unstable();
+    let mut available = free_now;
+    for (end, gpus) in ends {
+        if end == Time::MAX {
+            break;
+        }
+        available += gpus;
+        if available >= needed {
+            return (end, available - needed);
+        }
+    }
+    (Time::MAX, 0)
+}

@@ -1,0 +1,191 @@
+//! The two scheduling passes most queue-order policies share: start waiting jobs
+//! in order (non-preemptive), or choose the best jobs among all active ones and
+//! preempt the rest (preemptive). A policy supplies the order; the pass supplies
+//! placement, tenant limits and verdicts.
+
+use std::collections::BTreeSet;
+
+use cotenant_core::placement::{FreeMap, Placement};
+use cotenant_core::{Action, ClusterView, Decision, JobId, WaitReason};
+
+/// Most candidates one pass examines (STYLE: a limit on everything). Jobs past
+/// it get no verdict this pass and are examined on the next.
+pub const SCAN_LIMIT: usize = 10_000;
+
+/// GPUs each tenant would hold after this pass's decisions so far.
+struct TenantLedger {
+    held: Vec<u32>,
+}
+
+impl TenantLedger {
+    fn new(view: &ClusterView<'_>) -> TenantLedger {
+        TenantLedger { held: view.tenant_gpus.to_vec() }
+    }
+    /// Verdict if taking `gpus` more would break the tenant's hard limit.
+    fn check(&self, view: &ClusterView<'_>, id: JobId, gpus: u32) -> Option<WaitReason> {
+        let tenant = view.job(id).spec.tenant;
+        let limit = view.tenant(tenant).gpu_limit?;
+        let held = self.held[tenant.index()];
+        (held + gpus > limit).then_some(WaitReason::TenantAtLimit { tenant, held, limit })
+    }
+    fn add(&mut self, view: &ClusterView<'_>, id: JobId, gpus: u32) {
+        self.held[view.job(id).spec.tenant.index()] += gpus;
+    }
+    fn sub(&mut self, view: &ClusterView<'_>, id: JobId, gpus: u32) {
+        self.held[view.job(id).spec.tenant.index()] -= gpus;
+    }
+}
+
+/// Non-preemptive: walks waiting jobs in `order` and starts every one that can
+/// be placed now. With `stop_at_first_misfit` (strict FIFO) the first job that
+/// cannot start blocks all behind it. `smallest_request` lets the pass stop as
+/// soon as no waiting job could fit in what is left.
+pub fn start_in_order(
+    view: &ClusterView<'_>,
+    order: impl Iterator<Item = JobId>,
+    placement: Placement,
+    stop_at_first_misfit: bool,
+    smallest_request: Option<u32>,
+) -> Decision {
+    let mut decision = Decision::default();
+    let mut free = FreeMap::new(view.cluster);
+    let mut ledger = TenantLedger::new(view);
+    let floor = smallest_request.unwrap_or(0);
+    for id in order.take(SCAN_LIMIT) {
+        if floor > 0 && free.free() < floor {
+            break;
+        }
+        let gpus = view.job(id).spec.gpus;
+        if let Some(reason) = ledger.check(view, id, gpus) {
+            decision.waiting.push((id, reason));
+            continue;
+        }
+        match free.place(gpus, placement, |_| true) {
+            Ok(chosen) => {
+                ledger.add(view, id, gpus);
+                decision.actions.push(Action::Start { job: id, gpus: chosen });
+            }
+            Err(reason) => {
+                decision.waiting.push((id, reason));
+                if stop_at_first_misfit {
+                    break;
+                }
+            }
+        }
+    }
+    decision
+}
+
+/// Preemptive: `ranked` yields every active job (running and waiting), best
+/// first. Jobs are chosen greedily while GPUs remain; running jobs not chosen
+/// are preempted; chosen waiting jobs are placed on the GPUs left free.
+pub fn preemptive_pass(
+    view: &ClusterView<'_>,
+    ranked: impl Iterator<Item = JobId>,
+    placement: Placement,
+) -> Decision {
+    let mut decision = Decision::default();
+    let mut capacity = view.cluster.up_gpus();
+    let mut ledger = TenantLedger::new(view);
+    // The ledger starts from current holdings; running jobs are re-admitted as chosen.
+    for &id in view.running {
+        ledger.sub(view, id, view.job(id).spec.gpus);
+    }
+    let mut keep: BTreeSet<JobId> = BTreeSet::new();
+    let mut visited_running: BTreeSet<JobId> = BTreeSet::new();
+    let mut to_start: Vec<JobId> = Vec::new();
+    let mut scanned = 0usize;
+    let mut ranked = ranked.peekable();
+    while capacity > 0 && scanned < SCAN_LIMIT {
+        let Some(id) = ranked.next() else { break };
+        scanned += 1;
+        let job = view.job(id);
+        let gpus = job.spec.gpus;
+        let running = job.is_running();
+        if running {
+            visited_running.insert(id);
+        }
+        if let Some(reason) = ledger.check(view, id, gpus) {
+            if !running {
+                decision.waiting.push((id, reason));
+            }
+            continue;
+        }
+        if gpus > capacity {
+            if !running {
+                decision.waiting.push((id, WaitReason::LowerPriority));
+            }
+            continue;
+        }
+        capacity -= gpus;
+        ledger.add(view, id, gpus);
+        if running {
+            keep.insert(id);
+        } else {
+            to_start.push(id);
+        }
+    }
+    // Stopping on the scan limit leaves the rest unexamined: keep those running.
+    let hit_limit = scanned >= SCAN_LIMIT && ranked.peek().is_some();
+    let mut free = FreeMap::new(view.cluster);
+    for &id in view.running {
+        let examined = visited_running.contains(&id) || !hit_limit;
+        if !keep.contains(&id) && examined {
+            free.give_back(&view.job(id).gpus);
+            decision.actions.push(Action::Preempt { job: id });
+        }
+    }
+    for id in to_start {
+        match free.place(view.job(id).spec.gpus, placement, |_| true) {
+            Ok(gpus) => decision.actions.push(Action::Start { job: id, gpus }),
+            Err(reason) => decision.waiting.push((id, reason)),
+        }
+    }
+    decision
+}
+
+/// Merges running jobs (sorted here by their current key) with the waiting
+/// queue (already sorted) into one best-first order.
+pub fn merge_ranked<K: Ord + Copy>(
+    mut running: Vec<(K, JobId)>,
+    waiting: impl Iterator<Item = (K, JobId)>,
+) -> impl Iterator<Item = JobId> {
+    running.sort_unstable();
+    MergeBy { a: running.into_iter().peekable(), b: waiting.peekable() }
+}
+
+struct MergeBy<A: Iterator, B: Iterator> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<K: Ord + Copy, A, B> Iterator for MergeBy<A, B>
+where
+    A: Iterator<Item = (K, JobId)>,
+    B: Iterator<Item = (K, JobId)>,
+{
+    type Item = JobId;
+    fn next(&mut self) -> Option<JobId> {
+        let take_a = match (self.a.peek(), self.b.peek()) {
+            (Some(a), Some(b)) => a <= b,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return None,
+        };
+        let next = if take_a { self.a.next() } else { self.b.next() };
+        next.map(|(_, id)| id)
+    }
+}
+
+/// How many jobs wait once `decision` is applied, given `waiting_before`.
+pub fn waiting_after(waiting_before: usize, decision: &Decision) -> usize {
+    let mut waiting = waiting_before;
+    for action in &decision.actions {
+        match action {
+            Action::Start { .. } => waiting = waiting.saturating_sub(1),
+            Action::Preempt { .. } => waiting += 1,
+            Action::End { .. } => {}
+        }
+    }
+    waiting
+}

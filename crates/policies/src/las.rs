@@ -1,0 +1,44 @@
+//! Least attained service, preemptive, re-evaluated every quantum.
+
+use cotenant_core::placement::Placement;
+use cotenant_core::{ClusterView, Decision, Policy, PolicyCx, Span, Time};
+
+use crate::greedy::{merge_ranked, preemptive_pass, waiting_after};
+use crate::queue::WaitQueue;
+
+/// All active jobs ranked by attained service in GPU-seconds (fewest first).
+/// Running jobs gain service continuously, so besides arrivals and completions
+/// the ranking is re-evaluated every `quantum` while jobs wait.
+#[derive(Clone, Debug)]
+pub struct Las {
+    pub placement: Placement,
+    pub quantum: Span,
+    queue: WaitQueue<u64>,
+    next: Option<Time>,
+}
+
+impl Las {
+    pub fn new(placement: Placement, quantum: Span) -> Las {
+        Las { placement, quantum, queue: WaitQueue::default(), next: None }
+    }
+}
+
+impl Policy for Las {
+    fn name(&self) -> &'static str {
+        "las"
+    }
+
+    fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
+        let now = view.now;
+        self.queue.sync(view, |job| job.attained_gpu_us(now));
+        let running = view.running_jobs().map(|job| (job.attained_gpu_us(now), job.id())).collect();
+        let decision = preemptive_pass(view, merge_ranked(running, self.queue.iter()), self.placement);
+        let still_waiting = waiting_after(self.queue.len(), &decision) > 0;
+        self.next = (still_waiting && self.quantum > Span::ZERO).then(|| now + self.quantum);
+        decision
+    }
+
+    fn next_round(&self, _now: Time) -> Option<Time> {
+        self.next
+    }
+}

@@ -1,0 +1,166 @@
+//! Every policy the CLI knows, by name, with a one-line summary and a builder.
+//! Nothing else dispatches on a policy's name.
+
+use std::collections::BTreeMap;
+
+use cotenant_core::placement::Placement;
+use cotenant_core::{Policy, Span};
+
+use crate::fifo::Fifo;
+use crate::las::Las;
+use crate::sjf::Sjf;
+use crate::srtf::Srtf;
+use crate::tiresias::Tiresias;
+
+/// A policy name or option that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("unknown policy '{name}'; known policies: {known}")]
+    Unknown { name: String, known: String },
+    #[error("policy '{policy}': option '{key}' is not one it takes (it takes: {takes})")]
+    UnknownOption { policy: String, key: String, takes: String },
+    #[error("policy '{policy}': option '{key}={value}': {problem}")]
+    BadOption { policy: String, key: String, value: String, problem: String },
+    #[error("policy '{policy}' needs {what}")]
+    Missing { policy: String, what: String },
+}
+
+/// Inputs every builder may read. Options are `key=value` strings a policy
+/// takes by name; any left unread is an error, so a typo never passes silently.
+#[derive(Clone, Debug, Default)]
+pub struct PolicyParams {
+    pub placement: Placement,
+    /// Round or quantum length for round-based policies (their default if `None`).
+    pub round: Option<Span>,
+    pub options: BTreeMap<String, String>,
+    /// Job-type names of the workload (`JobSpec::job_type` indexes them).
+    pub job_types: Vec<String>,
+}
+
+/// The options one builder reads, tracking which it used.
+#[derive(Debug)]
+pub struct Options<'a> {
+    policy: &'static str,
+    all: &'a BTreeMap<String, String>,
+    used: Vec<&'static str>,
+}
+
+impl<'a> Options<'a> {
+    pub fn span(&mut self, key: &'static str, default: Span) -> Result<Span, PolicyError> {
+        self.used.push(key);
+        match self.all.get(key) {
+            None => Ok(default),
+            Some(value) => Span::parse(value).map_err(|problem| self.bad(key, value, problem)),
+        }
+    }
+
+    pub fn u32(&mut self, key: &'static str, default: u32) -> Result<u32, PolicyError> {
+        self.used.push(key);
+        match self.all.get(key) {
+            None => Ok(default),
+            Some(value) => value.parse().map_err(|_| self.bad(key, value, "expected a whole number".into())),
+        }
+    }
+
+    /// A `:`-separated list of durations, returned in whole seconds.
+    pub fn seconds_list(&mut self, key: &'static str, default: &[u64]) -> Result<Vec<u64>, PolicyError> {
+        self.used.push(key);
+        let Some(value) = self.all.get(key) else { return Ok(default.to_vec()) };
+        let mut out = Vec::new();
+        for part in value.split(':') {
+            let span = Span::parse(part).map_err(|problem| self.bad(key, value, problem))?;
+            out.push(span.0 / cotenant_core::MICROS_PER_SECOND);
+        }
+        if out.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(self.bad(key, value, "thresholds must increase".into()));
+        }
+        Ok(out)
+    }
+
+    fn bad(&self, key: &str, value: &str, problem: String) -> PolicyError {
+        PolicyError::BadOption { policy: self.policy.into(), key: key.into(), value: value.into(), problem }
+    }
+
+    fn finish(self) -> Result<(), PolicyError> {
+        match self.all.keys().find(|k| !self.used.contains(&k.as_str())) {
+            None => Ok(()),
+            Some(key) => Err(PolicyError::UnknownOption {
+                policy: self.policy.into(),
+                key: key.clone(),
+                takes: if self.used.is_empty() { "none".into() } else { self.used.join(", ") },
+            }),
+        }
+    }
+}
+
+type Builder = fn(&PolicyParams, &mut Options<'_>) -> Result<Box<dyn Policy>, PolicyError>;
+
+/// One entry of the policy table.
+#[derive(Debug)]
+pub struct PolicyInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub build: Builder,
+}
+
+/// Tiresias thresholds when none are given: 1 and 10 GPU-hours (three queues).
+pub const TIRESIAS_THRESHOLDS_GPU_SECS: [u64; 2] = [3_600, 36_000];
+pub const TIRESIAS_STARVATION_KNOB: u32 = 8;
+pub const LAS_QUANTUM: Span = Span(300 * cotenant_core::MICROS_PER_SECOND);
+
+/// All policies, in the order `cotenant policies` lists them.
+pub fn policies() -> &'static [PolicyInfo] {
+    &POLICIES
+}
+
+static POLICIES: [PolicyInfo; 6] = [
+    PolicyInfo {
+        name: "fifo",
+        summary: "first come first served, non-preemptive; the first job that does not fit blocks the queue",
+        build: |p, _| Ok(Box::new(Fifo { placement: p.placement, backfill: false })),
+    },
+    PolicyInfo {
+        name: "fifo-backfill",
+        summary: "FIFO with EASY backfill: later jobs start if they do not delay the head's reservation (uses estimates)",
+        build: |p, _| Ok(Box::new(Fifo { placement: p.placement, backfill: true })),
+    },
+    PolicyInfo {
+        name: "sjf",
+        summary: "shortest job first by (oracle) duration estimate, non-preemptive",
+        build: |p, _| Ok(Box::new(Sjf::new(p.placement))),
+    },
+    PolicyInfo {
+        name: "srtf",
+        summary: "shortest remaining time first by (oracle) estimate, preemptive",
+        build: |p, _| Ok(Box::new(Srtf::new(p.placement))),
+    },
+    PolicyInfo {
+        name: "las",
+        summary: "least attained GPU-seconds first, preemptive; re-ranked every quantum (option quantum=300s)",
+        build: |p, o| {
+            let quantum = o.span("quantum", p.round.unwrap_or(LAS_QUANTUM))?;
+            Ok(Box::new(Las::new(p.placement, quantum)))
+        },
+    },
+    PolicyInfo {
+        name: "tiresias",
+        summary: "Tiresias 2D-LAS: queues by attained GPU-seconds (thresholds=1h:10h), FIFO within, starvation guard (knob=8)",
+        build: |p, o| {
+            let thresholds = o.seconds_list("thresholds", &TIRESIAS_THRESHOLDS_GPU_SECS)?;
+            let knob = o.u32("knob", TIRESIAS_STARVATION_KNOB)?;
+            Ok(Box::new(Tiresias::new(p.placement, thresholds, knob)))
+        },
+    },
+];
+
+/// Builds the policy called `name`.
+pub fn build(name: &str, params: &PolicyParams) -> Result<Box<dyn Policy>, PolicyError> {
+    let info = policies().iter().find(|p| p.name == name).ok_or_else(|| PolicyError::Unknown {
+        name: name.to_string(),
+        known: policies().iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+    })?;
+    let mut options = Options { policy: info.name, all: &params.options, used: Vec::new() };
+    let policy = (info.build)(params, &mut options)?;
+    options.finish()?;
+    Ok(policy)
+}

@@ -1,0 +1,40 @@
+//! Shortest remaining time first, preemptive.
+
+use cotenant_core::placement::Placement;
+use cotenant_core::{ClusterView, Decision, JobState, Policy, PolicyCx, Time};
+
+use crate::greedy::{merge_ranked, preemptive_pass};
+use crate::queue::WaitQueue;
+
+/// All active jobs ranked by remaining run time (estimate x fraction of work
+/// left); the shortest that fit run, running jobs that fall out are
+/// preempted. A running job's remaining time only shrinks, so ranks change only
+/// at arrivals and completions: no timer is needed.
+#[derive(Clone, Debug, Default)]
+pub struct Srtf {
+    pub placement: Placement,
+    queue: WaitQueue<u64>,
+}
+
+impl Srtf {
+    pub fn new(placement: Placement) -> Srtf {
+        Srtf { placement, queue: WaitQueue::default() }
+    }
+}
+
+fn remaining_us(job: &JobState, now: Time) -> u64 {
+    job.remaining_estimate(now).map_or(u64::MAX, |s| s.0)
+}
+
+impl Policy for Srtf {
+    fn name(&self) -> &'static str {
+        "srtf"
+    }
+
+    fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
+        let now = view.now;
+        self.queue.sync(view, |job| remaining_us(job, now));
+        let running = view.running_jobs().map(|job| (remaining_us(job, now), job.id())).collect();
+        preemptive_pass(view, merge_ranked(running, self.queue.iter()), self.placement)
+    }
+}

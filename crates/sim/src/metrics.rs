@@ -1,0 +1,206 @@
+//! One definition of each metric (DESIGN.md's table), computed from a run's records.
+
+use std::collections::BTreeMap;
+
+use cotenant_core::MICROS_PER_SECOND;
+
+use crate::driver::{Outcome, SimResult};
+
+/// Mean and nearest-rank percentiles of a set of values, in seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Distribution {
+    pub count: usize,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Distribution {
+    /// From values in microseconds.
+    pub fn from_micros(mut values: Vec<u64>) -> Distribution {
+        if values.is_empty() {
+            return Distribution::default();
+        }
+        values.sort_unstable();
+        let secs = |us: u64| us as f64 / MICROS_PER_SECOND as f64;
+        let total: u128 = values.iter().map(|&v| u128::from(v)).sum();
+        let rank = |p: f64| values[((p * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
+        Distribution {
+            count: values.len(),
+            mean: total as f64 / values.len() as f64 / MICROS_PER_SECOND as f64,
+            p50: secs(rank(0.50)),
+            p90: secs(rank(0.90)),
+            p99: secs(rank(0.99)),
+            max: secs(*values.last().expect("not empty")),
+        }
+    }
+}
+
+/// Per-tenant results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantSummary {
+    pub name: String,
+    pub weight: f64,
+    pub gpu_quota: Option<u32>,
+    pub jobs: usize,
+    pub completed: usize,
+    pub jct: Distribution,
+    pub queueing: Distribution,
+    pub gpu_hours: f64,
+    /// Fraction of all allocated GPU-time this tenant received.
+    pub gpu_share: f64,
+    pub preemptions: u64,
+    pub lost_gpu_hours: f64,
+}
+
+/// The run's summary.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub policy: String,
+    pub cluster_gpus: u32,
+    pub jobs: usize,
+    pub completed: usize,
+    /// Jobs that left without finishing, by reason.
+    pub ended: BTreeMap<String, usize>,
+    pub unfinished: usize,
+    pub jct: Distribution,
+    pub queueing: Distribution,
+    pub makespan_secs: f64,
+    pub gpu_utilization: f64,
+    pub goodput_utilization: f64,
+    pub preemptions: u64,
+    pub lost_gpu_hours: f64,
+    /// Mean over share windows (with two or more backlogged tenants) of Jain's
+    /// index of weighted GPU-time among backlogged tenants.
+    pub jain_backlogged: Option<f64>,
+    pub windows_measured: usize,
+    pub tenants: Vec<TenantSummary>,
+    pub events: u64,
+    pub scheduling_passes: u64,
+}
+
+const GPU_US_PER_HOUR: f64 = 3600.0 * MICROS_PER_SECOND as f64;
+
+/// Summarizes a run.
+pub fn summarize(result: &SimResult) -> Summary {
+    let jobs = &result.jobs;
+    let completed: Vec<_> = jobs.iter().filter(|j| j.outcome == Outcome::Completed).collect();
+    let mut ended = BTreeMap::new();
+    for job in jobs {
+        if let Outcome::Ended(reason) = job.outcome {
+            *ended.entry(reason.to_string()).or_insert(0) += 1;
+        }
+    }
+    let unfinished = jobs.iter().filter(|j| matches!(j.outcome, Outcome::Unfinished(_))).count();
+    let first_arrival = jobs.iter().map(|j| j.arrival).min();
+    let last_end = completed.iter().filter_map(|j| j.end).max();
+    let makespan_secs = match (first_arrival, last_end) {
+        (Some(a), Some(e)) => (e - a).as_secs_f64(),
+        _ => 0.0,
+    };
+    let held: u128 = jobs.iter().map(|j| u128::from(j.held_gpu_us)).sum();
+    let lost: u128 = jobs.iter().map(|j| u128::from(j.lost_gpu_us)).sum();
+    let available = result.usage.available_gpu_us.max(1) as f64;
+    let (jain, windows_measured) = jain_over_windows(result);
+    Summary {
+        policy: result.policy.clone(),
+        cluster_gpus: result.cluster_gpus,
+        jobs: jobs.len(),
+        completed: completed.len(),
+        ended,
+        unfinished,
+        jct: Distribution::from_micros(completed.iter().filter_map(|j| j.jct()).map(|s| s.0).collect()),
+        queueing: Distribution::from_micros(jobs.iter().filter_map(|j| j.queueing()).map(|s| s.0).collect()),
+        makespan_secs,
+        gpu_utilization: held as f64 / available,
+        goodput_utilization: (held - lost) as f64 / available,
+        preemptions: jobs.iter().map(|j| u64::from(j.preemptions)).sum(),
+        lost_gpu_hours: lost as f64 / GPU_US_PER_HOUR,
+        jain_backlogged: jain,
+        windows_measured,
+        tenants: tenant_summaries(result, held),
+        events: result.events,
+        scheduling_passes: result.engine.scheduling_passes,
+    }
+}
+
+fn tenant_summaries(result: &SimResult, total_held: u128) -> Vec<TenantSummary> {
+    result
+        .tenants
+        .iter()
+        .enumerate()
+        .map(|(t, spec)| {
+            let mine: Vec<_> = result.jobs.iter().filter(|j| j.tenant.index() == t).collect();
+            let held: u128 = mine.iter().map(|j| u128::from(j.held_gpu_us)).sum();
+            let lost: u128 = mine.iter().map(|j| u128::from(j.lost_gpu_us)).sum();
+            TenantSummary {
+                name: spec.name.clone(),
+                weight: spec.weight,
+                gpu_quota: spec.gpu_quota,
+                jobs: mine.len(),
+                completed: mine.iter().filter(|j| j.outcome == Outcome::Completed).count(),
+                jct: Distribution::from_micros(mine.iter().filter_map(|j| j.jct()).map(|s| s.0).collect()),
+                queueing: Distribution::from_micros(
+                    mine.iter().filter_map(|j| j.queueing()).map(|s| s.0).collect(),
+                ),
+                gpu_hours: held as f64 / GPU_US_PER_HOUR,
+                gpu_share: if total_held == 0 { 0.0 } else { held as f64 / total_held as f64 },
+                preemptions: mine.iter().map(|j| u64::from(j.preemptions)).sum(),
+                lost_gpu_hours: lost as f64 / GPU_US_PER_HOUR,
+            }
+        })
+        .collect()
+}
+
+/// Jain's index (sum x)^2 / (n sum x^2) of x = GPU-time / weight over the
+/// tenants backlogged in a window, averaged over windows with at least two.
+fn jain_over_windows(result: &SimResult) -> (Option<f64>, usize) {
+    let mut total = 0.0;
+    let mut windows = 0usize;
+    for window in &result.usage.windows {
+        let shares: Vec<f64> = window
+            .backlogged
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b)
+            .map(|(t, _)| window.gpu_us[t] as f64 / result.tenants[t].weight.max(f64::MIN_POSITIVE))
+            .collect();
+        if shares.len() < 2 {
+            continue;
+        }
+        total += jain(&shares);
+        windows += 1;
+    }
+    ((windows > 0).then(|| total / windows as f64), windows)
+}
+
+/// Jain's fairness index of `values`: 1 when all equal, 1/n when one has everything.
+pub fn jain(values: &[f64]) -> f64 {
+    let sum: f64 = values.iter().sum();
+    let squares: f64 = values.iter().map(|v| v * v).sum();
+    if squares == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (values.len() as f64 * squares)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let d = Distribution::from_micros((1..=100).map(|s| s * 1_000_000).collect());
+        assert_eq!((d.p50, d.p90, d.p99, d.max), (50.0, 90.0, 99.0, 100.0));
+        assert_eq!(d.mean, 50.5);
+        assert_eq!(Distribution::from_micros(vec![]).count, 0);
+    }
+
+    #[test]
+    fn jain_bounds() {
+        assert_eq!(jain(&[3.0, 3.0, 3.0]), 1.0);
+        assert!((jain(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,128 @@
+//! Small traces whose JCTs, queueing delays and preemptions were worked out on
+//! paper; the derivation is in each test's comment.
+
+mod common;
+
+use common::{jobs, outcome, run_with, FREE_PREEMPTION};
+use cotenant_core::Span;
+use cotenant_sim::Overheads;
+
+#[test]
+fn fifo_three_jobs_two_gpus() {
+    // J0 takes both GPUs 0-10. At 10, J1 (1 GPU) runs 10-15 and J2 (1 GPU) 10-13.
+    let r = run_with("fifo", &[], 1, 2, &jobs(&[(0, 2, 10), (1, 1, 5), (2, 1, 3)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(10.0, 0.0, 0), (14.0, 9.0, 0), (11.0, 8.0, 0)]);
+}
+
+#[test]
+fn fifo_head_of_line_blocks() {
+    // J0 0-10 on one GPU; J1 needs 2 and blocks J2 even though a GPU is free.
+    // J1 runs 10-15, then J2 15-17.
+    let r = run_with("fifo", &[], 1, 2, &jobs(&[(0, 1, 10), (1, 2, 5), (2, 1, 2)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(10.0, 0.0, 0), (14.0, 9.0, 0), (15.0, 13.0, 0)]);
+}
+
+#[test]
+fn easy_backfill_fills_hole_without_delaying_head() {
+    // Head J1 is reserved for t=10 (J0's end). J2 (2 s) ends at 4 <= 10: backfilled at 2.
+    let r = run_with("fifo-backfill", &[], 1, 2, &jobs(&[(0, 1, 10), (1, 2, 5), (2, 1, 2)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(10.0, 0.0, 0), (14.0, 9.0, 0), (2.0, 0.0, 0)]);
+}
+
+#[test]
+fn easy_backfill_refuses_job_that_would_delay_head() {
+    // J2 (20 s) would end at 22 > 10 and the head needs every GPU: it waits until J1 ends at 15.
+    let r =
+        run_with("fifo-backfill", &[], 1, 2, &jobs(&[(0, 1, 10), (1, 2, 5), (2, 1, 20)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(10.0, 0.0, 0), (14.0, 9.0, 0), (33.0, 13.0, 0)]);
+}
+
+#[test]
+fn sjf_picks_shortest_waiting_job() {
+    // One GPU. J0 0-10 (non-preemptive). At 10 the shortest waiting is J2: 10-13; J1 13-21.
+    let r = run_with("sjf", &[], 1, 1, &jobs(&[(0, 1, 10), (1, 1, 8), (2, 1, 3)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(10.0, 0.0, 0), (20.0, 12.0, 0), (11.0, 8.0, 0)]);
+}
+
+#[test]
+fn sjf_starts_every_job_that_fits() {
+    // Two GPUs. J0 (2 GPUs) 0-4. At 4: J2 (1 s) and J3 (2 s) are shortest and both fit: 4-5, 4-6.
+    // At 5 one GPU frees; J1 needs 2: waits for 6, runs 6-16.
+    let r =
+        run_with("sjf", &[], 1, 2, &jobs(&[(0, 2, 4), (1, 2, 10), (1, 1, 1), (2, 1, 2)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(4.0, 0.0, 0), (15.0, 5.0, 0), (4.0, 3.0, 0), (4.0, 2.0, 0)]);
+}
+
+#[test]
+fn srtf_preempts_longer_job() {
+    // One GPU. At 2, J1 (3 s) beats J0's remaining 8 s: J0 preempted, J1 2-5, J0 resumes 5-13.
+    let r = run_with("srtf", &[], 1, 1, &jobs(&[(0, 1, 10), (2, 1, 3)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(13.0, 0.0, 1), (3.0, 0.0, 0)]);
+}
+
+#[test]
+fn srtf_preemption_loses_work_since_last_checkpoint() {
+    // Checkpoint every 4 s, restore 1 s. At 6, J1 (3 s) beats J0's remaining 4 s.
+    // J0 keeps its checkpoint at 4 s (2 s of work lost). J1 runs 6-9. J0 resumes at 9,
+    // restores until 10, then runs its 6 s left: ends at 16. Lost GPU-time: 2 s + 1 s restore.
+    let overheads =
+        Overheads { checkpoint_interval: Span::from_secs(4), restore_overhead: Span::from_secs(1) };
+    let r = run_with("srtf", &[], 1, 1, &jobs(&[(0, 1, 10), (6, 1, 3)]), overheads);
+    assert_eq!(outcome(&r), vec![(16.0, 0.0, 1), (3.0, 0.0, 0)]);
+    assert_eq!(r.jobs[0].lost_gpu_us, 3_000_000);
+    assert_eq!(r.jobs[0].held_gpu_us, 13_000_000);
+}
+
+#[test]
+fn srtf_keeps_job_when_newcomer_is_longer() {
+    // Two GPUs, J0 (2 GPUs, 5 s). J1 (1 GPU, 9 s) at 1 cannot beat J0's 4 s left: waits, runs 5-14.
+    let r = run_with("srtf", &[], 1, 2, &jobs(&[(0, 2, 5), (1, 1, 9)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(5.0, 0.0, 0), (13.0, 4.0, 0)]);
+}
+
+#[test]
+fn las_new_job_preempts_job_with_more_service() {
+    // One GPU, quantum 5 s. At 2, J1 (0 GPU-s) beats J0 (2 GPU-s): J1 runs 2-6.
+    // At 6 J0 resumes with 8 s left: ends at 14.
+    let r = run_with("las", &[("quantum", "5s")], 1, 1, &jobs(&[(0, 1, 10), (2, 1, 4)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(14.0, 0.0, 1), (4.0, 0.0, 0)]);
+}
+
+#[test]
+fn las_round_boundaries_alternate_equal_jobs() {
+    // One GPU, quantum 3 s, two 6 s jobs at 0. J0 runs 0-3; at 3 J1 (0) beats J0 (3): J1 3-6.
+    // At 6 both have 3 GPU-s; the tie goes to the lower id: J0 6-9, then J1 9-12.
+    let r = run_with("las", &[("quantum", "3s")], 1, 1, &jobs(&[(0, 1, 6), (0, 1, 6)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(9.0, 0.0, 1), (12.0, 3.0, 1)]);
+}
+
+#[test]
+fn tiresias_demotes_at_threshold_crossing() {
+    // Threshold 4 GPU-s. J0 (2 GPUs) crosses it at t=2 and drops to queue 1. J1 (queue 0,
+    // waiting since 1 behind J0 by arrival) then runs 2-5 while one GPU idles (J0 needs
+    // two); J0 resumes at 5 with 8 s left and ends at 13.
+    let opts = [("thresholds", "4s"), ("knob", "0")];
+    let r = run_with("tiresias", &opts, 1, 2, &jobs(&[(0, 2, 10), (1, 1, 3)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(13.0, 0.0, 1), (4.0, 1.0, 0)]);
+}
+
+#[test]
+fn tiresias_fifo_within_a_queue() {
+    // Threshold 100 GPU-s is never crossed: plain FIFO by arrival, no preemption.
+    let opts = [("thresholds", "100s"), ("knob", "0")];
+    let r = run_with("tiresias", &opts, 1, 1, &jobs(&[(0, 1, 5), (1, 1, 1), (2, 1, 1)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(5.0, 0.0, 0), (5.0, 4.0, 0), (5.0, 4.0, 0)]);
+}
+
+#[test]
+fn tiresias_starvation_guard_promotes_waiting_jobs() {
+    // Threshold 1 GPU-s, knob 1, one GPU; J0 (3 s) at 0, J1 (5 s) at 1, J2 (5 s) at 2.
+    // 0-1 J0 | 1-2 J1 (J0 demoted) | 2-3 J0 (promoted at 2: waited 1 = its run time)
+    // | 3-4 J1 (promoted at 3) | 4-5 J2 | 5-6 J0 (promoted at 5; finishes, 3 s done)
+    // | 6-7 J1 (promoted at 6) | 7-8 J2 | 8-10 J1 (both in queue 1, J1 arrived first;
+    // with 1-2, 3-4, 6-7 it has its 5 s at 10) | 10-13 J2 (2 s done, 3 s left).
+    let opts = [("thresholds", "1s"), ("knob", "1")];
+    let r = run_with("tiresias", &opts, 1, 1, &jobs(&[(0, 1, 3), (1, 1, 5), (2, 1, 5)]), FREE_PREEMPTION);
+    let jct: Vec<f64> = outcome(&r).iter().map(|o| o.0).collect();
+    assert_eq!(jct, vec![6.0, 9.0, 11.0]);
+}
