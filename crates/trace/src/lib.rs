@@ -190,5 +190,6 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("..")
 }
 
+pub mod accounts;
 pub mod gavel_throughputs;
 pub mod requests;
