@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::error::TraceError;
-use crate::slice::{assemble, Clock, RawJob, ReadReport, Slice};
+use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
 use crate::text::{data_lines, file_stem, read_text, secs_to_us, Row};
 use crate::Workload;
 
@@ -62,6 +62,7 @@ const LAYOUT_10: Layout = Layout {
 /// form has no weight: priority 0). SLOs are not modelled: they are counted in
 /// the notes.
 pub fn read_gavel(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::Relative)?;
     let file = path.display().to_string();
     let tenant = file_stem(path);
     let text = read_text(path)?;

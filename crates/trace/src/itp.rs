@@ -6,7 +6,7 @@ use std::path::Path;
 use cotenant_core::Span;
 
 use crate::error::TraceError;
-use crate::slice::{assemble, Clock, RawJob, ReadReport, Slice};
+use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
 use crate::text::{file_stem, read_text, secs_to_us, Table};
 use crate::Workload;
 
@@ -14,6 +14,7 @@ use crate::Workload;
 /// belong to one tenant named after the file (`cluster10`). `work` is the
 /// observed duration in seconds, also given as the (oracle) estimate.
 pub fn read_itp(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::Relative)?;
     let file = path.display().to_string();
     let tenant = file_stem(path);
     let text = read_text(path)?;

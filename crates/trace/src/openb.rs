@@ -6,7 +6,7 @@ use std::path::Path;
 use cotenant_core::{ClusterSpec, NodeSpec, Span};
 
 use crate::error::TraceError;
-use crate::slice::{assemble, Clock, RawJob, ReadReport, Slice};
+use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
 use crate::text::{file_stem, read_text, secs_to_us, Row, Table};
 use crate::{SkipCount, Workload};
 
@@ -63,6 +63,7 @@ fn pod_columns(table: &Table<'_>) -> Result<PodColumns, TraceError> {
 /// One tenant named after the file. The `multigpu*` variants have no times:
 /// reading one is an error.
 pub fn read_openb_pods(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::Relative)?;
     let file = path.display().to_string();
     let tenant = file_stem(path);
     let text = read_text(path)?;

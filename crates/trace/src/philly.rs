@@ -6,7 +6,7 @@ use std::path::Path;
 use cotenant_core::{Span, TenantSpec};
 
 use crate::error::TraceError;
-use crate::slice::{assemble, Clock, RawJob, ReadReport, Slice};
+use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
 use crate::text::{read_text, Table};
 use crate::wallclock::parse_wall_clock_us;
 use crate::Workload;
@@ -18,6 +18,7 @@ use crate::Workload;
 /// duration (an oracle). The file is not sorted; jobs come out sorted by
 /// submission time, ties in file order.
 pub fn read_philly(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::WallClock)?;
     let file = path.display().to_string();
     let text = read_text(path)?;
     let table = Table::parse(&file, &text, ',')?;

@@ -20,7 +20,7 @@ use std::path::Path;
 use cotenant_core::Span;
 
 use crate::error::TraceError;
-use crate::slice::{assemble, Clock, RawJob, ReadReport, Slice};
+use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
 use crate::text::{file_stem, read_text, secs_to_us, Table};
 use crate::Workload;
 
@@ -44,6 +44,7 @@ pub fn pollux_gpu_secs(application: &str) -> Option<f64> {
 /// `num_replicas` (the initial allocation); the job type is
 /// `<application> (batch size <batch_size>)`; work as the module doc explains.
 pub fn read_pollux(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::Relative)?;
     let file = path.display().to_string();
     let tenant = file_stem(path);
     let text = read_text(path)?;

@@ -168,6 +168,15 @@ fn bound_us(bound: SliceBound, clock: Clock) -> Result<i64, TraceError> {
     }
 }
 
+/// Fails fast when the slice's bounds do not fit the trace's clock, before
+/// the file is read.
+pub(crate) fn check_clock(slice: &Slice, clock: Clock) -> Result<(), TraceError> {
+    for bound in [slice.start, slice.end].into_iter().flatten() {
+        bound_us(bound, clock)?;
+    }
+    Ok(())
+}
+
 /// Sorts (stable: ties keep file order), slices, rebases and numbers the jobs.
 /// Tenants are the distinct tenant names of the kept jobs, sorted by name.
 pub(crate) fn assemble(

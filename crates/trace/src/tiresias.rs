@@ -6,7 +6,7 @@ use std::path::Path;
 use cotenant_core::Span;
 
 use crate::error::TraceError;
-use crate::slice::{assemble, Clock, RawJob, ReadReport, Slice};
+use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
 use crate::text::{file_stem, read_text, secs_to_us, Table};
 use crate::Workload;
 
@@ -15,6 +15,7 @@ use crate::Workload;
 /// `model_name`. `iterations` and `interval` (the generator's inter-arrival
 /// gap) are checked but not used: `submit_time` already places the job.
 pub fn read_tiresias(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::Relative)?;
     let file = path.display().to_string();
     let tenant = file_stem(path);
     let text = read_text(path)?;

@@ -12,7 +12,17 @@ use cotenant_trace::{
 
 fn full_trace() -> &'static Workload {
     static FULL: OnceLock<Workload> = OnceLock::new();
-    FULL.get_or_init(|| read_philly(&bundled_data_dir().join(BUNDLED_PHILLY), &Slice::all()).expect("bundled philly"))
+    FULL.get_or_init(|| {
+        read_philly(&bundled_data_dir().join(BUNDLED_PHILLY), &Slice::all()).expect("bundled philly")
+    })
+}
+
+fn week() -> &'static Workload {
+    static WEEK: OnceLock<Workload> = OnceLock::new();
+    WEEK.get_or_init(|| {
+        let path = bundled_data_dir().join(BUNDLED_PHILLY);
+        read_trace(TraceKind::Philly, &path, &Slice::philly_default_week()).expect("bundled philly week")
+    })
 }
 
 #[test]
@@ -37,10 +47,10 @@ fn full_trace_has_82247_jobs_from_15_vcs() {
 #[test]
 fn default_week_has_6391_jobs_from_11_vcs() {
     let path = bundled_data_dir().join(BUNDLED_PHILLY);
-    let week = read_trace(TraceKind::Philly, &path, &Slice::philly_default_week()).expect("week");
+    let week = week();
     assert_eq!(week.jobs.len(), 6_391);
     assert_eq!(week.tenants.len(), 11);
-    common::check_invariants(&week);
+    common::check_invariants(week);
     // Rebased to the window start, 2017-11-06 00:00:00, not to the first job.
     assert!(week.jobs[0].arrival < Time::from_secs(86_400));
     assert!(week.jobs.last().expect("jobs").arrival < Time::from_secs(7 * 86_400));
@@ -73,16 +83,47 @@ fn numeric_window_on_a_wall_clock_trace_is_an_error() {
 
 #[test]
 fn vc_quotas_sum_to_the_cluster_for_the_default_week() {
-    let path = bundled_data_dir().join(BUNDLED_PHILLY);
-    let mut week = read_philly(&path, &Slice::philly_default_week()).expect("week");
+    let mut tenants = week().tenants.clone();
     let vcs = read_philly_vc(&bundled_data_dir().join(BUNDLED_PHILLY_VC)).expect("vc file");
     assert_eq!(vcs.len(), 11);
     assert_eq!(vcs.iter().map(|v| v.nodes).sum::<u32>(), 352);
-    let unlisted = apply_vc_quotas(&mut week.tenants, &vcs, 480);
-    let total: u32 = week.tenants.iter().map(|t| t.gpu_quota.expect("quota set")).sum();
+    let unlisted = apply_vc_quotas(&mut tenants, &vcs, 480);
+    let total: u32 = tenants.iter().map(|t| t.gpu_quota.expect("quota set")).sum();
     assert_eq!(total, 480);
-    for name in &unlisted {
-        let t = week.tenants.iter().find(|t| &t.name == name).expect("tenant");
-        assert_eq!(t.gpu_quota, Some(0));
+    // The week's 11 VCs are exactly the 11 VCs of philly_vc.csv.
+    assert!(unlisted.is_empty(), "{unlisted:?}");
+    // 6214e9 has 64 of 352 nodes: 480 * 64 / 352 = 87.27 GPUs.
+    let vc = tenants.iter().find(|t| t.name == "6214e9").expect("6214e9");
+    assert!(matches!(vc.gpu_quota, Some(87 | 88)), "{:?}", vc.gpu_quota);
+}
+
+/// Pollux's run-time model uses the median Philly GPU time of each size bucket,
+/// after Pollux's own filters (duration >= 60 s, GPU time < 1000 GPU-hours).
+#[test]
+fn pollux_bucket_medians_match_the_bundled_philly_trace() {
+    let w = full_trace();
+    let mut buckets: [Vec<f64>; 4] = Default::default();
+    for job in &w.jobs {
+        let gpu_secs = job.work * f64::from(job.gpus);
+        if job.work < 60.0 || gpu_secs >= 1000.0 * 3600.0 {
+            continue;
+        }
+        let hours = gpu_secs / 3600.0;
+        let bucket = if hours < 1.0 {
+            0
+        } else if hours < 10.0 {
+            1
+        } else if hours < 100.0 {
+            2
+        } else {
+            3
+        };
+        buckets[bucket].push(gpu_secs);
+    }
+    for (values, (_, want)) in buckets.iter_mut().zip(cotenant_trace::POLLUX_BUCKET_MEDIAN_GPU_SECS) {
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 };
+        assert_eq!(median, want);
     }
 }
