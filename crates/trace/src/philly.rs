@@ -22,9 +22,10 @@ pub fn read_philly(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
     let file = path.display().to_string();
     let text = read_text(path)?;
     let table = Table::parse(&file, &text, ',')?;
-    let [timestamp, duration, num_gpus, cluster] =
-        ["timestamp", "duration", "num_gpus", "cluster"].map(|c| table.column(c));
-    let (timestamp, duration, num_gpus, cluster) = (timestamp?, duration?, num_gpus?, cluster?);
+    let timestamp = table.column("timestamp")?;
+    let duration = table.column("duration")?;
+    let num_gpus = table.column("num_gpus")?;
+    let cluster = table.column("cluster")?;
     table.column("gpu_time")?;
     let mut raw = Vec::new();
     for row in table.rows() {
