@@ -1,1 +1,53 @@
-fn main() {}
+//! The `cotenant` binary: argument parsing and glue. Every decision lives in
+//! the library crates; this file only wires flags to them.
+
+use clap::{Parser, Subcommand};
+
+mod bench_cmd;
+mod progress;
+mod sim_cmd;
+mod workload;
+
+/// Simulate and compare scheduling policies for GPU clusters that many tenants share.
+#[derive(Debug, Parser)]
+#[command(name = "cotenant", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Replay a trace (default: one week of Philly) on a modelled cluster under one or more policies.
+    Sim(sim_cmd::SimArgs),
+    /// List the scheduling policies, one line each.
+    Policies,
+    /// Measure simulator speed (default: the full Philly trace under every baseline policy, one core).
+    Bench(bench_cmd::BenchArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sim(args) => sim_cmd::run(args),
+        Command::Policies => {
+            list_policies();
+            Ok(())
+        }
+        Command::Bench(args) => bench_cmd::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn list_policies() {
+    let width = cotenant_policies::policies().iter().map(|p| p.name.len()).max().unwrap_or(0);
+    for policy in cotenant_policies::policies() {
+        println!("{:width$}  {}", policy.name, policy.summary);
+    }
+}

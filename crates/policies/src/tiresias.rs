@@ -30,6 +30,7 @@ pub struct Tiresias {
     /// Attained service (GPU-us) at a job's last promotion.
     promoted_at: BTreeMap<JobId, u64>,
     promotions: BTreeSet<(Time, JobId)>,
+    promotion_of: BTreeMap<JobId, Time>,
     next: Option<Time>,
 }
 
@@ -42,6 +43,7 @@ impl Tiresias {
             queue: WaitQueue::default(),
             promoted_at: BTreeMap::new(),
             promotions: BTreeSet::new(),
+            promotion_of: BTreeMap::new(),
             next: None,
         }
     }
@@ -78,12 +80,13 @@ impl Tiresias {
                     self.queue.insert(id, self.key(job, now), job.spec.gpus);
                     if let Some(at) = self.promotion_time(job) {
                         self.promotions.insert((at, id));
+                        self.promotion_of.insert(id, at);
                     }
                 }
                 JobChange::Started(id) | JobChange::Completed(id) | JobChange::Ended(id) => {
                     let job = view.job(id);
                     self.queue.remove(id, job.spec.gpus);
-                    if let Some(at) = self.promotion_time(job) {
+                    if let Some(at) = self.promotion_of.remove(&id) {
                         self.promotions.remove(&(at, id));
                     }
                     if !matches!(job.phase, Phase::Running) {
@@ -101,6 +104,7 @@ impl Tiresias {
                 break;
             }
             self.promotions.pop_first();
+            self.promotion_of.remove(&id);
             let job = view.job(id);
             if job.phase != Phase::Pending {
                 continue;

@@ -1,1 +1,13 @@
-//! cotenant-report
+//! cotenant-report: renders simulation results for people (aligned text
+//! tables) and for programs (JSON summaries, per-job CSV). Serialization lives
+//! here, at the edge; the simulator's types know nothing of formats.
+//!
+//! Output is deterministic: the same results give byte-identical text.
+
+pub mod jobs_csv;
+pub mod json;
+pub mod table;
+
+pub use jobs_csv::write_jobs_csv;
+pub use json::summaries_json;
+pub use table::{comparison_table, human_duration, tenant_table, Table};

@@ -91,11 +91,12 @@ impl JobRecord {
     }
 }
 
-/// The engine's inputs and commands in order, for replay.
+/// Every engine step of a run, in order: the time, the input, and the
+/// commands it produced. Feeding the inputs to a fresh engine with the same
+/// cluster, tenants, policy and seed reproduces the commands (replay).
 #[derive(Clone, Debug, Default)]
 pub struct RunLog {
-    pub inputs: Vec<(Time, Input)>,
-    pub commands: Vec<(Time, Command)>,
+    pub steps: Vec<(Time, Input, Vec<Command>)>,
 }
 
 /// Everything a run produced. Deterministic for the same inputs and seed.
@@ -300,13 +301,12 @@ impl<'a> Run<'a> {
         record.end = Some(now);
         record.outcome = Outcome::Completed;
         self.usage.tenant_gpus[record.tenant.index()] -= record.gpus;
+        self.usage.available_at_last_completion_gpu_us = self.usage.available_gpu_us;
         self.done += 1;
     }
 
     fn step(&mut self, now: Time, input: Input) {
-        if let Some(log) = &mut self.log {
-            log.inputs.push((now, input.clone()));
-        }
+        let logged_input = self.log.is_some().then(|| input.clone());
         let commands = self.engine.step(now, input);
         let mut reports = Vec::new();
         for command in &commands {
@@ -314,13 +314,13 @@ impl<'a> Run<'a> {
                 reports.push(report);
             }
         }
-        if let Some(log) = &mut self.log {
-            log.commands.extend(commands.into_iter().map(|c| (now, c)));
+        if let (Some(log), Some(input)) = (&mut self.log, logged_input) {
+            log.steps.push((now, input, commands));
         }
         if !reports.is_empty() {
             let input = Input::Batch(reports);
             if let Some(log) = &mut self.log {
-                log.inputs.push((now, input.clone()));
+                log.steps.push((now, input.clone(), Vec::new()));
             }
             let more = self.engine.step(now, input);
             debug_assert!(more.is_empty(), "progress reports must not trigger scheduling");

@@ -102,7 +102,8 @@ pub fn summarize(result: &SimResult) -> Summary {
     };
     let held: u128 = jobs.iter().map(|j| u128::from(j.held_gpu_us)).sum();
     let lost: u128 = jobs.iter().map(|j| u128::from(j.lost_gpu_us)).sum();
-    let available = result.usage.available_gpu_us.max(1) as f64;
+    // Capacity over the makespan (first arrival to last completion).
+    let available = result.usage.available_at_last_completion_gpu_us.max(1) as f64;
     let (jain, windows_measured) = jain_over_windows(result);
     Summary {
         policy: result.policy.clone(),

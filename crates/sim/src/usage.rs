@@ -22,6 +22,8 @@ pub struct UsageTracker {
     /// Integrals so far.
     pub busy_gpu_us: u128,
     pub available_gpu_us: u128,
+    /// `available_gpu_us` as of the latest job completion: the makespan's capacity.
+    pub available_at_last_completion_gpu_us: u128,
     pub tenant_gpu_us: Vec<u128>,
     pub windows: Vec<WindowUsage>,
 }
@@ -37,6 +39,7 @@ impl UsageTracker {
             up_gpus,
             busy_gpu_us: 0,
             available_gpu_us: 0,
+            available_at_last_completion_gpu_us: 0,
             tenant_gpu_us: vec![0; tenants],
             windows: Vec::new(),
         }

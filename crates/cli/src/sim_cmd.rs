@@ -1,0 +1,202 @@
+//! `cotenant sim`: run one workload under several policies and compare them.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use cotenant_core::placement::Placement;
+use cotenant_core::{Policy, Span};
+use cotenant_policies::PolicyParams;
+use cotenant_report::{comparison_table, summaries_json, tenant_table, write_jobs_csv};
+use cotenant_sim::{simulate, summarize, Overheads, RateModel, ReferenceRate, SimConfig, SimResult};
+use rayon::prelude::*;
+use serde_json::json;
+
+use crate::progress::RunProgress;
+use crate::workload::{prepare, Prepared, WorkloadArgs};
+
+pub const DEFAULT_POLICIES: &str = "fifo,sjf,srtf,las,tiresias";
+
+/// Flags shared by `sim` and `bench` that shape each run.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Policies to compare, comma-separated (`cotenant policies` lists them).
+    #[arg(long = "policy", value_delimiter = ',', default_value = DEFAULT_POLICIES, value_name = "NAMES")]
+    pub policies: Vec<String>,
+    /// Where jobs go: consolidated (fewest nodes), strict-consolidated (wait rather than span
+    /// more nodes than needed) or spread (one GPU per node in turn).
+    #[arg(long, default_value = "consolidated", value_name = "STAGE")]
+    pub placement: String,
+    /// Round or quantum length for round-based policies (LAS quantum default 300s), e.g. 360s, 5m.
+    #[arg(long, value_name = "DURATION")]
+    pub round: Option<String>,
+    /// A policy option, KEY=VALUE (repeatable), e.g. `--set thresholds=1h:10h --set knob=8` for tiresias.
+    /// A policy given an option it does not take fails, naming the options it takes.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
+    /// Preempted jobs keep the work of their last checkpoint, taken this often (0 = never lose work).
+    #[arg(long, default_value = "10m", value_name = "DURATION")]
+    pub checkpoint_interval: String,
+    /// Time a resumed job spends restoring before it makes progress again.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    pub restore_overhead: String,
+    /// Window over which tenant shares and Jain's index are measured.
+    #[arg(long, default_value = "1h", value_name = "DURATION")]
+    pub share_window: String,
+    /// Seed of the run's random stream (policies that draw randomness use it).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Print the summary as JSON on stdout (instead of tables).
+    #[arg(long)]
+    pub json: bool,
+    /// Write one CSV row per job and policy to this file.
+    #[arg(long, value_name = "PATH")]
+    pub jobs_csv: Option<PathBuf>,
+    /// Worker threads (default: all cores). Results do not depend on it.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+pub fn run(args: SimArgs) -> Result<()> {
+    if let Some(threads) = args.threads {
+        rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().ok();
+    }
+    let prepared = prepare(&args.workload)?;
+    let policies = build_policies(&args.run, &prepared)?;
+    let config = sim_config(&args.run)?;
+    let rates = ReferenceRate;
+    let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
+    let outcomes: Vec<Result<(SimResult, f64)>> = policies
+        .into_par_iter()
+        .enumerate()
+        .map(|(i, policy)| run_one(&prepared, policy, &rates, &config, &mut |done| progress.update(i, done)))
+        .collect();
+    progress.finish();
+    let mut results = Vec::new();
+    let mut walls = Vec::new();
+    for outcome in outcomes {
+        let (result, wall) = outcome?;
+        results.push(result);
+        walls.push(wall);
+    }
+    let summaries: Vec<_> = results.iter().map(summarize).collect();
+    if let Some(path) = &args.jobs_csv {
+        let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let refs: Vec<&SimResult> = results.iter().collect();
+        write_jobs_csv(&refs, BufWriter::new(file)).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if args.json {
+        let value = summaries_json(workload_json(&prepared), &summaries);
+        serde_json::to_writer_pretty(&mut out, &value)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(out, "{}", describe(&prepared))?;
+    writeln!(out, "\n{}", comparison_table(&summaries, Some(&walls)).render())?;
+    writeln!(out, "Mean JCT by tenant (share = GPU-time share under {}):", summaries[0].policy)?;
+    writeln!(out, "{}", tenant_table(&summaries).render())?;
+    for note in &prepared.notes {
+        writeln!(out, "note: {note}")?;
+    }
+    if let Some(path) = &args.jobs_csv {
+        writeln!(out, "per-job records: {}", path.display())?;
+    }
+    Ok(())
+}
+
+pub fn run_one(
+    prepared: &Prepared,
+    policy: Box<dyn Policy>,
+    rates: &dyn RateModel,
+    config: &SimConfig,
+    progress: &mut dyn FnMut(usize),
+) -> Result<(SimResult, f64)> {
+    let name = policy.name();
+    let started = Instant::now();
+    let result = simulate(
+        &prepared.workload.jobs,
+        &prepared.workload.tenants,
+        prepared.cluster.clone(),
+        policy,
+        rates,
+        config,
+        &mut |p| progress(p.jobs_done),
+    )
+    .map_err(|e| anyhow!("policy {name}: {e}"))?;
+    Ok((result, started.elapsed().as_secs_f64()))
+}
+
+pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn Policy>>> {
+    let placement = match run.placement.as_str() {
+        "consolidated" => Placement::Consolidated,
+        "strict-consolidated" => Placement::StrictConsolidated,
+        "spread" => Placement::Spread,
+        other => bail!("unknown placement '{other}'; use consolidated, strict-consolidated or spread"),
+    };
+    let mut options = BTreeMap::new();
+    for option in &run.options {
+        let (key, value) =
+            option.split_once('=').ok_or_else(|| anyhow!("--set {option}: expected KEY=VALUE"))?;
+        options.insert(key.trim().to_string(), value.trim().to_string());
+    }
+    let round = run.round.as_deref().map(parse_span("--round")).transpose()?;
+    let params = PolicyParams { placement, round, options, job_types: prepared.workload.job_types.clone() };
+    if run.policies.is_empty() {
+        bail!("--policy needs at least one policy name");
+    }
+    run.policies.iter().map(|name| Ok(cotenant_policies::build(name.trim(), &params)?)).collect()
+}
+
+pub fn sim_config(run: &RunArgs) -> Result<SimConfig> {
+    Ok(SimConfig {
+        seed: run.seed,
+        overheads: Overheads {
+            checkpoint_interval: parse_span("--checkpoint-interval")(&run.checkpoint_interval)?,
+            restore_overhead: parse_span("--restore-overhead")(&run.restore_overhead)?,
+        },
+        share_window: parse_span("--share-window")(&run.share_window)?,
+        record: false,
+        horizon: None,
+    })
+}
+
+fn parse_span(flag: &'static str) -> impl Fn(&str) -> Result<Span> {
+    move |text| Span::parse(text).map_err(|e| anyhow!("{flag}: {e}"))
+}
+
+fn describe(prepared: &Prepared) -> String {
+    let w = &prepared.workload;
+    let span_days = w.jobs.last().map_or(0.0, |j| j.arrival.as_secs_f64() / 86400.0);
+    format!(
+        "workload: {} ({} jobs, {} tenants, arrivals over {span_days:.1} days)\ncluster:  {}",
+        w.source,
+        w.jobs.len(),
+        w.tenants.len(),
+        prepared.cluster_rule
+    )
+}
+
+fn workload_json(prepared: &Prepared) -> serde_json::Value {
+    json!({
+        "source": prepared.workload.source,
+        "jobs": prepared.workload.jobs.len(),
+        "tenants": prepared.workload.tenants.len(),
+        "cluster_gpus": prepared.cluster.total_gpus(),
+        "cluster_nodes": prepared.cluster.nodes.len(),
+        "cluster_rule": prepared.cluster_rule,
+        "notes": prepared.notes,
+    })
+}

@@ -1,0 +1,56 @@
+//! JSON summaries. Keys are sorted (serde_json's default map), so output is stable.
+
+use serde_json::{json, Value};
+
+use cotenant_sim::{Distribution, Summary};
+
+fn distribution(d: &Distribution) -> Value {
+    json!({ "count": d.count, "mean": d.mean, "p50": d.p50, "p90": d.p90, "p99": d.p99, "max": d.max })
+}
+
+fn summary(s: &Summary) -> Value {
+    let tenants: Vec<Value> = s
+        .tenants
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "weight": t.weight,
+                "gpu_quota": t.gpu_quota,
+                "jobs": t.jobs,
+                "completed": t.completed,
+                "jct_secs": distribution(&t.jct),
+                "queueing_secs": distribution(&t.queueing),
+                "gpu_hours": t.gpu_hours,
+                "gpu_share": t.gpu_share,
+                "preemptions": t.preemptions,
+                "lost_gpu_hours": t.lost_gpu_hours,
+            })
+        })
+        .collect();
+    json!({
+        "policy": s.policy,
+        "cluster_gpus": s.cluster_gpus,
+        "jobs": s.jobs,
+        "completed": s.completed,
+        "ended": s.ended,
+        "unfinished": s.unfinished,
+        "jct_secs": distribution(&s.jct),
+        "queueing_secs": distribution(&s.queueing),
+        "makespan_secs": s.makespan_secs,
+        "gpu_utilization": s.gpu_utilization,
+        "goodput_utilization": s.goodput_utilization,
+        "preemptions": s.preemptions,
+        "lost_gpu_hours": s.lost_gpu_hours,
+        "jain_backlogged": s.jain_backlogged,
+        "share_windows_measured": s.windows_measured,
+        "events": s.events,
+        "scheduling_passes": s.scheduling_passes,
+        "tenants": tenants,
+    })
+}
+
+/// `{"workload": ..., "runs": [summary, ...]}` for a set of runs on one workload.
+pub fn summaries_json(workload: Value, summaries: &[Summary]) -> Value {
+    json!({ "workload": workload, "runs": summaries.iter().map(summary).collect::<Vec<_>>() })
+}

@@ -1,0 +1,162 @@
+//! Invariants over random traces, clusters, policies and overheads.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use cotenant_core::{
+    Cluster, ClusterSpec, Command, Engine, GpuId, Input, JobId, JobSpec, Span, TenantSpec, Time,
+};
+use cotenant_policies::{build, policies, PolicyParams};
+use cotenant_sim::{simulate, summarize, Outcome, Overheads, ReferenceRate, SimConfig, SimResult};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+struct Case {
+    nodes: u32,
+    gpus_per_node: u32,
+    tenants: usize,
+    jobs: Vec<JobSpec>,
+    policy: &'static str,
+    overheads: Overheads,
+    seed: u64,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    let names: Vec<&'static str> = policies().iter().map(|p| p.name).collect();
+    (1u32..4, 1u32..9, 1usize..4, prop::sample::select(names), 0u64..20, 0u64..5, any::<u64>()).prop_flat_map(
+        |(nodes, per_node, tenants, policy, ckpt, restore, seed)| {
+            let total = nodes * per_node;
+            let job = (0u64..200, 1u32..=total + 1, 1u64..60, 0..tenants as u32, any::<bool>());
+            prop::collection::vec(job, 1..25).prop_map(move |mut shape| {
+                shape.sort_by_key(|j| j.0);
+                let jobs = shape
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(arrival, gpus, duration, tenant, estimated))| {
+                        let mut job =
+                            JobSpec::new(i as u32, tenant, Time::from_secs(arrival), gpus, duration as f64);
+                        job.duration_estimate = estimated.then(|| Span::from_secs(duration));
+                        job
+                    })
+                    .collect();
+                Case {
+                    nodes,
+                    gpus_per_node: per_node,
+                    tenants,
+                    jobs,
+                    policy,
+                    overheads: Overheads {
+                        checkpoint_interval: Span::from_secs(ckpt),
+                        restore_overhead: Span::from_secs(restore),
+                    },
+                    seed,
+                }
+            })
+        },
+    )
+}
+
+fn tenants(n: usize) -> Vec<TenantSpec> {
+    (0..n).map(|t| TenantSpec { weight: 1.0 + t as f64, ..TenantSpec::new(format!("t{t}")) }).collect()
+}
+
+fn run(case: &Case) -> SimResult {
+    let policy = build(case.policy, &PolicyParams::default()).unwrap();
+    let config =
+        SimConfig { seed: case.seed, overheads: case.overheads, record: true, ..SimConfig::default() };
+    let cluster = ClusterSpec::homogeneous("v100", case.nodes, case.gpus_per_node);
+    simulate(&case.jobs, &tenants(case.tenants), cluster, policy, &ReferenceRate, &config, &mut |_| {})
+        .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_hold(case in case()) {
+        let result = run(&case);
+        let total_gpus = case.nodes * case.gpus_per_node;
+        let log = result.log.as_ref().unwrap();
+
+        // No GPU is ever held by two jobs: replay ownership from the step log.
+        let mut owner: BTreeMap<GpuId, JobId> = BTreeMap::new();
+        let mut held: BTreeMap<JobId, Vec<GpuId>> = BTreeMap::new();
+        for (_, input, commands) in &log.steps {
+            let finished: Vec<JobId> = match input {
+                Input::JobFinished { job } => vec![*job],
+                Input::Batch(inputs) => inputs.iter().filter_map(|i| match i {
+                    Input::JobFinished { job } => Some(*job),
+                    _ => None,
+                }).collect(),
+                _ => vec![],
+            };
+            for job in finished {
+                for gpu in held.remove(&job).expect("finished job held GPUs") {
+                    owner.remove(&gpu);
+                }
+            }
+            for command in commands {
+                match command {
+                    Command::Start { job, gpus } => {
+                        prop_assert_eq!(gpus.len() as u32, case.jobs[job.index()].gpus);
+                        for gpu in gpus {
+                            prop_assert!(owner.insert(*gpu, *job).is_none(), "{} double-booked", gpu);
+                        }
+                        held.insert(*job, gpus.clone());
+                    }
+                    Command::Stop { job, .. } | Command::End { job, .. } => {
+                        for gpu in held.remove(job).unwrap_or_default() {
+                            owner.remove(&gpu);
+                        }
+                    }
+                }
+            }
+            prop_assert!(owner.len() as u32 <= total_gpus);
+        }
+
+        // Every job completes, or ends with a stated reason.
+        for (record, spec) in result.jobs.iter().zip(&case.jobs) {
+            match &record.outcome {
+                Outcome::Completed => {
+                    let jct = record.jct().unwrap();
+                    prop_assert!(jct >= Span::from_secs(spec.work as u64), "{} finished faster than its work", spec.id);
+                }
+                Outcome::Ended(_) => prop_assert!(spec.gpus > total_gpus),
+                Outcome::Unfinished(why) => prop_assert!(false, "{} unfinished: {}", spec.id, why),
+            }
+        }
+
+        // Busy GPU-time equals the jobs' allocated time; tenants add up to the totals.
+        let held_total: u128 = result.jobs.iter().map(|j| u128::from(j.held_gpu_us)).sum();
+        prop_assert_eq!(result.usage.busy_gpu_us, held_total);
+        prop_assert_eq!(result.usage.tenant_gpu_us.iter().sum::<u128>(), held_total);
+        let summary = summarize(&result);
+        prop_assert_eq!(summary.tenants.iter().map(|t| t.jobs).sum::<usize>(), summary.jobs);
+        prop_assert_eq!(summary.tenants.iter().map(|t| t.completed).sum::<usize>(), summary.completed);
+        prop_assert_eq!(summary.tenants.iter().map(|t| t.preemptions).sum::<u64>(), summary.preemptions);
+        prop_assert!(summary.gpu_utilization <= 1.0 + 1e-9);
+        let window_sum: u128 = result.usage.windows.iter().flat_map(|w| w.gpu_us.iter()).map(|&g| u128::from(g)).sum();
+        prop_assert_eq!(window_sum, held_total);
+    }
+
+    #[test]
+    fn replaying_the_input_log_reproduces_the_commands(case in case()) {
+        let result = run(&case);
+        let log = result.log.as_ref().unwrap();
+        let cluster = Cluster::new(ClusterSpec::homogeneous("v100", case.nodes, case.gpus_per_node)).unwrap();
+        let policy = build(case.policy, &PolicyParams::default()).unwrap();
+        let mut engine = Engine::new(cluster, tenants(case.tenants), policy, case.seed);
+        for (now, input, commands) in &log.steps {
+            prop_assert_eq!(&engine.step(*now, input.clone()), commands);
+        }
+    }
+
+    #[test]
+    fn same_input_same_output(case in case()) {
+        let a = run(&case);
+        let b = run(&case);
+        prop_assert_eq!(format!("{:?}", a.jobs), format!("{:?}", b.jobs));
+        prop_assert_eq!(format!("{:?}", summarize(&a)), format!("{:?}", summarize(&b)));
+    }
+}
