@@ -4,6 +4,7 @@
 //! waiting queues in `queue`, and the name → builder table in `registry`.
 
 pub mod fifo;
+pub mod gavel;
 pub mod greedy;
 pub mod las;
 pub mod queue;

@@ -1,0 +1,516 @@
+//! Gavel's allocation policies: each turns the active jobs into time fractions
+//! X[job][gpu_type] (rows sum to at most 1; `sum_i scale[i] * X[i][j]` fits the
+//! GPUs of type j). Formulations follow Gavel's `scheduler/policies/*.py`:
+//!
+//! - max-min fairness: maximize `min_i sum_j T[i][j] * X[i][j] * scale[i] / (w[i] * iso[i])`,
+//!   where `iso[i]` is job i's throughput under the heterogeneity-agnostic
+//!   max-min allocation (the "equal share" it is normalized by). The agnostic
+//!   variant is the same problem with every throughput set to 1.
+//! - finish-time fairness (Themis): minimize `max_i rho_i`, with
+//!   `rho_i = (t_i + R_i / (T[i] . X[i])) / (t_i + R_i / iso[i])` (`t_i` time since
+//!   arrival, `R_i` steps left); solved by bisection on rho, each step a max-min.
+//! - min total duration: the smallest T (by Gavel's own 5% bisection between
+//!   100 s and 10^6 s) at which every job can finish, `T[i] . X[i] >= R_i / T`;
+//!   Gavel returns an interior point of that feasible set (constant objective),
+//!   here its analytic centre.
+//! - max sum throughput: maximize `sum_ij T[i][j] X[i][j]` (raw steps/s).
+//! - FIFO: 1.0 on one GPU type per job in arrival order (`perf`: the fastest
+//!   type with room; base: Gavel's FIFO, reproduced with its random stream).
+
+use std::collections::BTreeMap;
+
+use cotenant_core::JobId;
+
+use super::pyrandom::PyRandom;
+use super::solver::{solve, Floor, Problem, SolveError};
+
+/// What the allocation policies need to know about one active job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllocJob {
+    pub id: JobId,
+    /// Steps per second on each GPU type (0.0: cannot run there).
+    pub steps_per_s: Vec<f64>,
+    pub scale_factor: u32,
+    /// Gavel's priority weight (>= 1; larger gets more).
+    pub weight: f64,
+    pub steps_remaining: f64,
+    pub secs_since_arrival: f64,
+}
+
+/// Which optimization a Gavel policy solves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Objective {
+    Fifo { perf: bool },
+    MaxMinFairness { perf: bool },
+    FinishTimeFairness { perf: bool },
+    MinTotalDuration,
+    MaxSumThroughput,
+}
+
+impl Objective {
+    /// Whether the policy reads throughputs (Gavel's `_Perf` policies). The
+    /// mechanism shuffles GPU types each round for the others, as Gavel does.
+    pub fn heterogeneity_aware(self) -> bool {
+        match self {
+            Objective::Fifo { perf }
+            | Objective::MaxMinFairness { perf }
+            | Objective::FinishTimeFairness { perf } => perf,
+            Objective::MinTotalDuration | Objective::MaxSumThroughput => true,
+        }
+    }
+}
+
+/// Search bounds of Gavel's min-total-duration bisection, in seconds.
+const MIN_TOTAL_DURATION_LOW_S: f64 = 100.0;
+const MIN_TOTAL_DURATION_HIGH_S: f64 = 1_000_000.0;
+/// Bisection steps on rho for finish-time fairness (relative width 2^-45).
+const FTF_BISECTION_STEPS: usize = 45;
+
+/// Computes allocations; holds the state Gavel's base FIFO keeps across calls.
+#[derive(Clone, Debug)]
+pub struct Allocator {
+    objective: Objective,
+    fifo_assigned: BTreeMap<JobId, usize>,
+    fifo_rng: PyRandom,
+}
+
+impl Allocator {
+    /// `seed` seeds base FIFO's stream (Gavel: `random.Random(seed)`).
+    pub fn new(objective: Objective, seed: u64) -> Allocator {
+        Allocator { objective, fifo_assigned: BTreeMap::new(), fifo_rng: PyRandom::new(seed) }
+    }
+
+    pub fn objective(&self) -> Objective {
+        self.objective
+    }
+
+    /// X for `jobs` on GPU types with `capacity` workers each (`type_names`
+    /// orders types the way Gavel's FIFO sorts them). Rows align with `jobs`.
+    pub fn allocate(
+        &mut self,
+        jobs: &[AllocJob],
+        capacity: &[u32],
+        type_names: &[String],
+    ) -> Result<Vec<Vec<f64>>, SolveError> {
+        match self.objective {
+            Objective::Fifo { perf } => Ok(self.fifo(jobs, capacity, type_names, perf)),
+            Objective::MaxMinFairness { perf } => {
+                let iso = if perf { isolated_throughputs(jobs, capacity)? } else { vec![1.0; jobs.len()] };
+                max_min(jobs, capacity, &iso, perf)
+            }
+            Objective::FinishTimeFairness { perf } => finish_time_fairness(jobs, capacity, perf),
+            Objective::MinTotalDuration => min_total_duration(jobs, capacity),
+            Objective::MaxSumThroughput => max_sum_throughput(jobs, capacity),
+        }
+    }
+
+    /// Gavel's `FIFOPolicy.get_allocation`, including its quirks (see docs).
+    fn fifo(
+        &mut self,
+        jobs: &[AllocJob],
+        capacity: &[u32],
+        type_names: &[String],
+        perf: bool,
+    ) -> Vec<Vec<f64>> {
+        let n = capacity.len();
+        let mut available: Vec<i64> = capacity.iter().map(|&c| c as i64).collect();
+        let index: BTreeMap<JobId, usize> = jobs.iter().enumerate().map(|(k, j)| (j.id, k)).collect();
+        if perf {
+            self.fifo_assigned.clear();
+        }
+        let mut queue: Vec<JobId> =
+            jobs.iter().map(|j| j.id).filter(|id| !self.fifo_assigned.contains_key(id)).collect();
+        queue.sort();
+        let scheduled: Vec<(JobId, usize)> = self.fifo_assigned.iter().map(|(&id, &t)| (id, t)).collect();
+        for (id, gpu_type) in scheduled {
+            if index.contains_key(&id) {
+                available[gpu_type] -= jobs[index[&id]].scale_factor as i64;
+                continue;
+            }
+            // A finished job's GPUs go to the head of the queue if it fits.
+            if !queue.is_empty() {
+                let head = queue.remove(0);
+                let sf = jobs[index[&head]].scale_factor as i64;
+                if sf <= available[gpu_type] {
+                    self.fifo_assigned.insert(head, gpu_type);
+                    available[gpu_type] -= sf;
+                }
+            }
+            self.fifo_assigned.remove(&id);
+        }
+        // Types with free workers, in name order (Python's sorted()).
+        let mut types: Vec<usize> = (0..n).filter(|&t| available[t] > 0).collect();
+        types.sort_by(|&a, &b| type_names[a].cmp(&type_names[b]));
+        while !queue.is_empty() && !types.is_empty() {
+            let id = queue.remove(0);
+            let job = &jobs[index[&id]];
+            let sf = job.scale_factor as i64;
+            let fitting: Vec<usize> = (0..types.len()).filter(|&k| available[types[k]] >= sf).collect();
+            if fitting.is_empty() {
+                break;
+            }
+            let (chosen, pick) = if perf {
+                let mut best = (None, 0usize, -1.0);
+                for (k, &pos) in fitting.iter().enumerate() {
+                    let rate = job.steps_per_s[types[pos]];
+                    if rate > best.2 {
+                        best = (Some(types[pos]), k, rate);
+                    }
+                }
+                (best.0.unwrap_or(types[fitting[0]]), best.1)
+            } else {
+                // Gavel draws an index but then assigns the loop variable left
+                // over from building the candidate list: the last type with
+                // free workers. The draw only decides which type leaves the
+                // list when the assigned one fills up.
+                let pick = self.fifo_rng.below(fitting.len() as u32) as usize;
+                (*types.last().unwrap_or(&0), pick)
+            };
+            self.fifo_assigned.insert(id, chosen);
+            available[chosen] -= sf;
+            if available[chosen] == 0 {
+                types.remove(fitting[pick]);
+            }
+        }
+        let mut x = vec![vec![0.0; n]; jobs.len()];
+        for (k, job) in jobs.iter().enumerate() {
+            if let Some(&t) = self.fifo_assigned.get(&job.id) {
+                x[k][t] = 1.0;
+            }
+        }
+        x
+    }
+}
+
+/// Types with at least one worker, and their capacities as f64.
+fn present_types(capacity: &[u32]) -> (Vec<usize>, Vec<f64>) {
+    let present: Vec<usize> = (0..capacity.len()).filter(|&t| capacity[t] > 0).collect();
+    let caps = present.iter().map(|&t| capacity[t] as f64).collect();
+    (present, caps)
+}
+
+/// Solves a max-min over `rows` (jobs with some positive coefficient) and
+/// scatters the answer back to all jobs and all types.
+fn scatter(jobs: usize, types: usize, present: &[usize], rows: &[usize], x: &[f64]) -> Vec<Vec<f64>> {
+    let mut out = vec![vec![0.0; types]; jobs];
+    let n = present.len();
+    for (r, &i) in rows.iter().enumerate() {
+        for (k, &t) in present.iter().enumerate() {
+            out[i][t] = x[r * n + k];
+        }
+    }
+    out
+}
+
+/// Central max-min allocation for per-cell coefficients `coef(i, type)`.
+/// Returns the allocation and the optimal value `t`.
+fn central_max_min(
+    jobs: &[AllocJob],
+    capacity: &[u32],
+    coef: impl Fn(usize, usize) -> f64,
+) -> Result<(Vec<Vec<f64>>, f64), SolveError> {
+    let (present, caps) = present_types(capacity);
+    let n = present.len();
+    let rows: Vec<usize> = (0..jobs.len()).filter(|&i| present.iter().any(|&t| coef(i, t) > 0.0)).collect();
+    if rows.is_empty() || n == 0 {
+        return Ok((vec![vec![0.0; capacity.len()]; jobs.len()], 0.0));
+    }
+    let scale: Vec<f64> = rows.iter().map(|&i| jobs[i].scale_factor.max(1) as f64).collect();
+    let c: Vec<f64> =
+        rows.iter().flat_map(|&i| present.iter().map(move |&t| (i, t))).map(|(i, t)| coef(i, t)).collect();
+    let problem = Problem {
+        jobs: rows.len(),
+        types: n,
+        scale: &scale,
+        capacity: &caps,
+        linear: None,
+        floor: Floor::MaxMin { coef: &c },
+    };
+    let solution = solve(&problem, None)?;
+    Ok((scatter(jobs.len(), capacity.len(), &present, &rows, &solution.x), solution.t.unwrap_or(0.0)))
+}
+
+/// Throughput of each job under the heterogeneity-agnostic max-min allocation.
+fn isolated_throughputs(jobs: &[AllocJob], capacity: &[u32]) -> Result<Vec<f64>, SolveError> {
+    let ones = vec![1.0; jobs.len()];
+    let agnostic = max_min(jobs, capacity, &ones, false)?;
+    Ok(jobs
+        .iter()
+        .zip(&agnostic)
+        .map(|(job, x)| job.steps_per_s.iter().zip(x).map(|(r, x)| r * x).sum())
+        .collect())
+}
+
+fn max_min(
+    jobs: &[AllocJob],
+    capacity: &[u32],
+    iso: &[f64],
+    perf: bool,
+) -> Result<Vec<Vec<f64>>, SolveError> {
+    let coef = |i: usize, t: usize| {
+        let job = &jobs[i];
+        let rate = if perf { job.steps_per_s[t] } else { 1.0 };
+        if iso[i] <= 0.0 {
+            return 0.0;
+        }
+        rate * job.scale_factor.max(1) as f64 / (job.weight.max(f64::MIN_POSITIVE) * iso[i])
+    };
+    Ok(central_max_min(jobs, capacity, coef)?.0)
+}
+
+fn finish_time_fairness(
+    jobs: &[AllocJob],
+    capacity: &[u32],
+    perf: bool,
+) -> Result<Vec<Vec<f64>>, SolveError> {
+    let rate = |i: usize, t: usize| if perf { jobs[i].steps_per_s[t] } else { 1.0 };
+    let iso: Vec<f64> = {
+        let ones = vec![1.0; jobs.len()];
+        let agnostic = max_min(jobs, capacity, &ones, false)?;
+        (0..jobs.len()).map(|i| (0..capacity.len()).map(|t| rate(i, t) * agnostic[i][t]).sum()).collect()
+    };
+    // Expected finish time (from arrival) with the isolated share.
+    let isolated_finish: Vec<f64> = (0..jobs.len())
+        .map(|i| {
+            let j = &jobs[i];
+            if iso[i] > 0.0 {
+                j.secs_since_arrival + j.steps_remaining / iso[i]
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect();
+    // Steps/s job i needs for rho <= s.
+    let needed = |i: usize, s: f64| {
+        let j = &jobs[i];
+        let budget = s * isolated_finish[i] - j.secs_since_arrival;
+        if budget > 0.0 {
+            j.steps_remaining.max(0.0) / budget
+        } else {
+            f64::INFINITY
+        }
+    };
+    let feasible_at = |s: f64| -> Result<Option<Vec<Vec<f64>>>, SolveError> {
+        if (0..jobs.len()).any(|i| needed(i, s).is_infinite() && isolated_finish[i].is_finite()) {
+            return Ok(None);
+        }
+        let (x, t) = central_max_min(jobs, capacity, |i, ty| {
+            let need = needed(i, s);
+            if need.is_finite() && need > 0.0 {
+                rate(i, ty) / need
+            } else {
+                rate(i, ty)
+            }
+        })?;
+        Ok((t >= 1.0).then_some(x))
+    };
+    let mut high = 1.0;
+    let mut best = None;
+    for _ in 0..60 {
+        if let Some(x) = feasible_at(high)? {
+            best = Some(x);
+            break;
+        }
+        high *= 2.0;
+    }
+    let Some(mut best) = best else { return max_min(jobs, capacity, &iso, perf) };
+    let mut low = (0..jobs.len())
+        .filter(|&i| isolated_finish[i].is_finite() && isolated_finish[i] > 0.0)
+        .map(|i| jobs[i].secs_since_arrival / isolated_finish[i])
+        .fold(0.0, f64::max);
+    for _ in 0..FTF_BISECTION_STEPS {
+        let mid = 0.5 * (low + high);
+        match feasible_at(mid)? {
+            Some(x) => {
+                high = mid;
+                best = x;
+            }
+            None => low = mid,
+        }
+    }
+    Ok(best)
+}
+
+fn min_total_duration(jobs: &[AllocJob], capacity: &[u32]) -> Result<Vec<Vec<f64>>, SolveError> {
+    // Feasible at T iff max-min of (T[i] . X[i]) * T / R_i >= 1: one solve
+    // gives the smallest feasible T; Gavel's bisection is then replayed exactly.
+    let (_, t_unit) =
+        central_max_min(jobs, capacity, |i, t| jobs[i].steps_per_s[t] / jobs[i].steps_remaining.max(1.0))?;
+    if t_unit <= 0.0 {
+        return Ok(vec![vec![0.0; capacity.len()]; jobs.len()]);
+    }
+    let smallest = 1.0 / t_unit;
+    let (mut low, mut high, mut last_high) =
+        (MIN_TOTAL_DURATION_LOW_S, MIN_TOTAL_DURATION_HIGH_S, MIN_TOTAL_DURATION_HIGH_S);
+    let mut found = None;
+    while found.is_none() {
+        while 1.05 * low < high {
+            let mid = (low + high) / 2.0;
+            if mid >= smallest {
+                found = Some(mid);
+                high = mid;
+            } else {
+                low = mid;
+            }
+        }
+        high = last_high * 10.0;
+        low = last_high;
+        last_high *= 10.0;
+        if last_high > 1e30 {
+            return Ok(vec![vec![0.0; capacity.len()]; jobs.len()]);
+        }
+    }
+    let horizon_s = found.unwrap_or(smallest);
+    let (start, t) = central_max_min(jobs, capacity, |i, t| {
+        jobs[i].steps_per_s[t] * horizon_s / jobs[i].steps_remaining.max(1.0)
+    })?;
+    if t <= 1.0 + 1e-9 {
+        return Ok(start);
+    }
+    // Analytic centre of {X : T[i] . X[i] >= R_i / horizon} (Gavel's interior point).
+    let (present, caps) = present_types(capacity);
+    let n = present.len();
+    let rows: Vec<usize> =
+        (0..jobs.len()).filter(|&i| present.iter().any(|&t| jobs[i].steps_per_s[t] > 0.0)).collect();
+    let scale: Vec<f64> = rows.iter().map(|&i| jobs[i].scale_factor.max(1) as f64).collect();
+    let coef: Vec<f64> =
+        rows.iter().flat_map(|&i| present.iter().map(move |&t| jobs[i].steps_per_s[t])).collect();
+    let lower: Vec<f64> = rows.iter().map(|&i| jobs[i].steps_remaining.max(1.0) / horizon_s).collect();
+    let start_ref = &start;
+    let start_rows: Vec<f64> =
+        rows.iter().flat_map(|&i| present.iter().map(move |&t| start_ref[i][t])).collect();
+    let problem = Problem {
+        jobs: rows.len(),
+        types: n,
+        scale: &scale,
+        capacity: &caps,
+        linear: None,
+        floor: Floor::Bounds { coef: &coef, lower: &lower },
+    };
+    match solve(&problem, Some(&start_rows)) {
+        Ok(s) => Ok(scatter(jobs.len(), capacity.len(), &present, &rows, &s.x)),
+        Err(_) => Ok(start),
+    }
+}
+
+fn max_sum_throughput(jobs: &[AllocJob], capacity: &[u32]) -> Result<Vec<Vec<f64>>, SolveError> {
+    let (present, caps) = present_types(capacity);
+    let n = present.len();
+    let rows: Vec<usize> = (0..jobs.len()).collect();
+    if rows.is_empty() || n == 0 {
+        return Ok(vec![vec![0.0; capacity.len()]; jobs.len()]);
+    }
+    let scale: Vec<f64> = jobs.iter().map(|j| j.scale_factor.max(1) as f64).collect();
+    let q: Vec<f64> = jobs.iter().flat_map(|j| present.iter().map(move |&t| j.steps_per_s[t])).collect();
+    let problem = Problem {
+        jobs: jobs.len(),
+        types: n,
+        scale: &scale,
+        capacity: &caps,
+        linear: Some(&q),
+        floor: Floor::None,
+    };
+    let s = solve(&problem, None)?;
+    Ok(scatter(jobs.len(), capacity.len(), &present, &rows, &s.x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: u32, rates: &[f64], sf: u32) -> AllocJob {
+        AllocJob {
+            id: JobId(id),
+            steps_per_s: rates.to_vec(),
+            scale_factor: sf,
+            weight: 1.0,
+            steps_remaining: 1000.0,
+            secs_since_arrival: 0.0,
+        }
+    }
+
+    fn names() -> Vec<String> {
+        vec!["v100".into(), "k80".into()]
+    }
+
+    #[test]
+    fn agnostic_max_min_splits_equally_and_proportionally() {
+        // 4 one-GPU jobs on 1 V100 + 1 K80: each gets 1/2 of a GPU, half on each type.
+        let jobs: Vec<AllocJob> = (0..4).map(|i| job(i, &[4.0, 1.0], 1)).collect();
+        let x = Allocator::new(Objective::MaxMinFairness { perf: false }, 0)
+            .allocate(&jobs, &[1, 1], &names())
+            .unwrap();
+        for row in &x {
+            assert!((row[0] - 0.25).abs() < 1e-6 && (row[1] - 0.25).abs() < 1e-6, "{x:?}");
+        }
+    }
+
+    #[test]
+    fn perf_max_min_beats_the_equal_share() {
+        // Three jobs on 1 V100 + 1 K80 with different speedups: every job gets at
+        // least its agnostic (equal-share) throughput, and the minimum improves.
+        let jobs = vec![job(0, &[10.0, 1.0], 1), job(1, &[2.0, 1.0], 1), job(2, &[3.0, 2.0], 1)];
+        let iso = isolated_throughputs(&jobs, &[1, 1]).unwrap();
+        let x = Allocator::new(Objective::MaxMinFairness { perf: true }, 0)
+            .allocate(&jobs, &[1, 1], &names())
+            .unwrap();
+        let normalized: Vec<f64> = jobs
+            .iter()
+            .zip(&x)
+            .zip(&iso)
+            .map(|((j, x), iso)| j.steps_per_s.iter().zip(x).map(|(r, x)| r * x).sum::<f64>() / iso)
+            .collect();
+        assert!(normalized.iter().all(|v| *v >= 1.0 - 1e-6), "{normalized:?}");
+        assert!(normalized.iter().cloned().fold(f64::MAX, f64::min) > 1.05, "{normalized:?}");
+    }
+
+    #[test]
+    fn fifo_perf_takes_fastest_type_with_room() {
+        let jobs = vec![job(0, &[4.0, 1.0], 1), job(1, &[4.0, 1.0], 1), job(2, &[4.0, 1.0], 1)];
+        let x = Allocator::new(Objective::Fifo { perf: true }, 0).allocate(&jobs, &[1, 1], &names()).unwrap();
+        assert_eq!(x, vec![vec![1.0, 0.0], vec![0.0, 1.0], vec![0.0, 0.0]]);
+    }
+
+    #[test]
+    fn min_total_duration_lets_every_job_finish_in_time() {
+        let mut jobs = vec![job(0, &[10.0, 2.0], 1), job(1, &[3.0, 1.0], 1), job(2, &[5.0, 5.0], 2)];
+        jobs[2].steps_remaining = 4000.0;
+        let x = min_total_duration(&jobs, &[2, 2]).unwrap();
+        let horizons: Vec<f64> = jobs
+            .iter()
+            .zip(&x)
+            .map(|(j, x)| j.steps_remaining / j.steps_per_s.iter().zip(x).map(|(r, x)| r * x).sum::<f64>())
+            .collect();
+        let makespan = horizons.iter().cloned().fold(0.0, f64::max);
+        assert!(makespan < 1_000_000.0 && horizons.iter().all(|h| h.is_finite()), "{horizons:?}");
+        for t in 0..2 {
+            let used: f64 = jobs.iter().zip(&x).map(|(j, x)| j.scale_factor as f64 * x[t]).sum();
+            assert!(used <= 2.0 + 1e-9);
+        }
+    }
+
+    #[test]
+    fn finish_time_fairness_balances_rho() {
+        let jobs = vec![job(0, &[10.0, 1.0], 1), job(1, &[2.0, 1.0], 1), job(2, &[2.0, 1.5], 1)];
+        let x = finish_time_fairness(&jobs, &[1, 1], true).unwrap();
+        assert!(x.iter().all(|r| r.iter().sum::<f64>() <= 1.0 + 1e-9));
+        // rho = (R / throughput) / (R / isolated throughput) with no time elapsed.
+        let iso = isolated_throughputs(&jobs, &[1, 1]).unwrap();
+        let rho: Vec<f64> = jobs
+            .iter()
+            .zip(&x)
+            .zip(&iso)
+            .map(|((j, x), iso)| iso / j.steps_per_s.iter().zip(x).map(|(r, x)| r * x).sum::<f64>())
+            .collect();
+        let worst = rho.iter().cloned().fold(0.0, f64::max);
+        assert!(worst < 1.0, "heterogeneity lets every job beat its equal share: {rho:?}");
+        assert!(rho.iter().all(|r| (r - worst).abs() < 1e-4), "min-max equalizes rho: {rho:?}");
+    }
+
+    #[test]
+    fn max_sum_throughput_maximizes_total_rate() {
+        let jobs = vec![job(0, &[10.0, 1.0], 1), job(1, &[3.0, 2.5], 1)];
+        let x = max_sum_throughput(&jobs, &[1, 1]).unwrap();
+        assert!(x[0][0] > 0.99 && x[1][1] > 0.99, "{x:?}");
+    }
+}
