@@ -1,0 +1,644 @@
+//! The event loop: arrivals and iteration completions on one or more replicas.
+//!
+//! Each replica runs one iteration at a time; its length comes from the roofline
+//! model of the batch the scheduler formed. Events are ordered by (time, kind,
+//! replica): completions before arrivals at the same microsecond, lower replica first.
+//! Nothing random happens here; the same inputs give the same result.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use cotenant_core::{Span, TenantSpec, Time};
+use cotenant_perf::{BatchEntry, Roofline};
+
+use crate::attribution::{llmvisor_shares, AttributionErrors, AttributionEval};
+use crate::kv::{KvPool, KvStats};
+use crate::metrics::Histogram;
+use crate::request::{Request, RequestId, Workload};
+use crate::router::{Router, RouterKind};
+use crate::scheduler::{build_scheduler, BatchLimits, Pick, RequestScheduler, SchedCx, SchedulerConfig};
+use crate::state::{Phase, Seq};
+use crate::Slo;
+
+/// Builds a [`SchedCx`] from a replica's fields (a macro so the borrow of those fields
+/// stays disjoint from the `&mut` borrow of the replica's scheduler).
+macro_rules! sched_cx {
+    ($world:expr, $seqs:expr, $replica:expr, $now:expr, $budget:expr) => {
+        SchedCx {
+            now: $now,
+            requests: $world.requests,
+            seqs: $seqs,
+            tenants: $world.tenants,
+            waiting: &$replica.waiting,
+            running: &$replica.running,
+            backlog: &$replica.backlog,
+            waiting_per_tenant: &$replica.waiting_per_tenant,
+            batch: &$replica.batch_entries,
+            budget_left: $budget,
+            kv_available_blocks: $replica.kv.available_blocks(),
+            kv_capacity_blocks: $replica.kv.capacity_blocks,
+            kv_block_tokens: $replica.kv.block_tokens,
+            model: $world.model,
+            slo: $world.slo,
+        }
+    };
+}
+
+/// Everything a run needs besides the workload.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    pub model: Roofline,
+    pub replicas: u32,
+    pub scheduler: SchedulerConfig,
+    pub router: RouterKind,
+    /// Tokens per KV block (vLLM: 16).
+    pub kv_block_tokens: u32,
+    /// Fraction of GPU memory the server may use (vLLM: 0.9).
+    pub memory_utilization: f64,
+    /// Memory kept for activations, GB per GPU.
+    pub activation_reserve_gb: f64,
+    /// Overrides the KV capacity derived from memory (tests, what-ifs).
+    pub kv_capacity_tokens: Option<u64>,
+    pub slo: Slo,
+    /// Length of the windows the service-difference metric is measured over.
+    pub service_window: Span,
+    pub attribution_eval: Option<AttributionEval>,
+}
+
+impl ServeConfig {
+    pub fn kv_capacity_tokens(&self) -> u64 {
+        self.kv_capacity_tokens.unwrap_or_else(|| {
+            self.model.kv_capacity_tokens(self.memory_utilization, self.activation_reserve_gb)
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ServeError {
+    #[error("model {model} does not fit on {tp} x {gpu}: no memory left for KV cache")]
+    ModelDoesNotFit { model: String, gpu: String, tp: u32 },
+    #[error("request {request} needs {tokens} tokens of KV, more than the replica's {capacity}")]
+    RequestTooLarge { request: usize, tokens: u64, capacity: u64 },
+    #[error("no replicas")]
+    NoReplicas,
+}
+
+/// Service (VTC units: prompt tokens + 2 x output tokens) per tenant in one window,
+/// and whether each tenant had requests waiting at every event of the window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServiceWindow {
+    pub service: Vec<f64>,
+    pub backlogged: Vec<bool>,
+}
+
+/// What a run produced. Per-request figures are in `seqs` (indexed like the workload).
+#[derive(Debug)]
+pub struct ServeResult {
+    pub seqs: Vec<Seq>,
+    pub tbt: Histogram,
+    pub iterations: u64,
+    pub busy_us: u64,
+    pub end: Time,
+    pub preemptions: u64,
+    /// Per tenant: VTC-weighted service and attributed GPU time (ns).
+    pub tenant_service: Vec<f64>,
+    pub tenant_attributed_ns: Vec<u64>,
+    pub windows: Vec<ServiceWindow>,
+    pub kv_capacity_tokens: u64,
+    pub kv_stats: Vec<KvStats>,
+    pub scheduler_name: &'static str,
+    pub diagnostics: Vec<Vec<(String, f64)>>,
+    pub attribution: Option<AttributionErrors>,
+    /// Wall-clock-free work counter: attribution calls made (one per iteration).
+    pub attribution_calls: u64,
+}
+
+#[derive(Debug)]
+struct Replica {
+    scheduler: Box<dyn RequestScheduler>,
+    limits: BatchLimits,
+    kv: KvPool,
+    waiting: Vec<RequestId>,
+    running: Vec<RequestId>,
+    backlog: Vec<u32>,
+    waiting_per_tenant: Vec<u32>,
+    batch_ids: Vec<RequestId>,
+    batch_entries: Vec<BatchEntry>,
+    batch_prefill: Vec<bool>,
+    busy: bool,
+    batch_span: Span,
+    outstanding_tokens: u64,
+    admissions: u64,
+}
+
+/// Shared read-only context of a run.
+struct World<'a> {
+    requests: &'a [Request],
+    tenants: &'a [TenantSpec],
+    model: &'a Roofline,
+    slo: Slo,
+    prefix_block_tokens: u32,
+}
+
+/// Runs the workload to completion.
+pub fn simulate(workload: &Workload, config: &ServeConfig) -> Result<ServeResult, ServeError> {
+    let capacity_tokens = validate(workload, config)?;
+    let world = World {
+        requests: &workload.requests,
+        tenants: &workload.tenants,
+        model: &config.model,
+        slo: config.slo,
+        prefix_block_tokens: workload.prefix_block_tokens,
+    };
+    let capacity_blocks = capacity_tokens / u64::from(config.kv_block_tokens);
+    let tenants = workload.tenants.len();
+    let mut replicas: Vec<Replica> = (0..config.replicas)
+        .map(|_| {
+            let scheduler = build_scheduler(&config.scheduler, &config.model);
+            Replica {
+                limits: scheduler.limits(),
+                scheduler,
+                kv: KvPool::new(capacity_blocks, config.kv_block_tokens, workload.prefix_block_tokens),
+                waiting: Vec::new(),
+                running: Vec::new(),
+                backlog: vec![0; tenants],
+                waiting_per_tenant: vec![0; tenants],
+                batch_ids: Vec::new(),
+                batch_entries: Vec::new(),
+                batch_prefill: Vec::new(),
+                busy: false,
+                batch_span: Span::ZERO,
+                outstanding_tokens: 0,
+                admissions: 0,
+            }
+        })
+        .collect();
+    let mut run = Run::new(workload, config, capacity_tokens);
+    let mut router = Router::new(config.router);
+    let mut completions: BinaryHeap<Reverse<(Time, usize)>> = BinaryHeap::new();
+    let mut next_arrival = 0;
+    let mut outstanding = vec![0_u64; replicas.len()];
+    loop {
+        let arrival_time = world.requests.get(next_arrival).map(|r| r.arrival);
+        let completion_time = completions.peek().map(|Reverse((t, _))| *t);
+        let now = match (arrival_time, completion_time) {
+            (None, None) => break,
+            (Some(a), Some(c)) => a.min(c),
+            (Some(a), None) => a,
+            (None, Some(c)) => c,
+        };
+        while let Some(&Reverse((t, r))) = completions.peek() {
+            if t != now {
+                break;
+            }
+            completions.pop();
+            run.finish_iteration(&world, &mut replicas[r], now);
+        }
+        while world.requests.get(next_arrival).is_some_and(|req| req.arrival == now) {
+            for (r, replica) in replicas.iter().enumerate() {
+                outstanding[r] = replica.outstanding_tokens;
+            }
+            let target = router.route(&world.requests[next_arrival], &outstanding);
+            run.arrive(&world, &mut replicas[target], target, next_arrival as RequestId, now);
+            next_arrival += 1;
+        }
+        run.note_backlog(now);
+        for (r, replica) in replicas.iter_mut().enumerate() {
+            if !replica.busy {
+                if let Some(end) = run.start_iteration(&world, replica, now) {
+                    completions.push(Reverse((end, r)));
+                }
+            }
+        }
+    }
+    Ok(run.into_result(replicas))
+}
+
+fn validate(workload: &Workload, config: &ServeConfig) -> Result<u64, ServeError> {
+    if config.replicas == 0 {
+        return Err(ServeError::NoReplicas);
+    }
+    let capacity = config.kv_capacity_tokens();
+    if capacity < u64::from(config.kv_block_tokens) {
+        return Err(ServeError::ModelDoesNotFit {
+            model: config.model.model.name.clone(),
+            gpu: config.model.gpu.name.to_string(),
+            tp: config.model.tensor_parallel,
+        });
+    }
+    // Rounded down to whole blocks; a request's blocks must fit alone.
+    let capacity = capacity / u64::from(config.kv_block_tokens) * u64::from(config.kv_block_tokens);
+    for (index, request) in workload.requests.iter().enumerate() {
+        let tokens = u64::from(request.prompt_tokens) + u64::from(request.output_tokens);
+        if tokens > capacity {
+            return Err(ServeError::RequestTooLarge { request: index, tokens, capacity });
+        }
+    }
+    Ok(capacity)
+}
+
+/// Mutable books of a run.
+struct Run {
+    seqs: Vec<Seq>,
+    tbt: Histogram,
+    iterations: u64,
+    busy_us: u64,
+    end: Time,
+    preemptions: u64,
+    tenant_service: Vec<f64>,
+    tenant_attributed_ns: Vec<u64>,
+    global_waiting: Vec<u32>,
+    windows: Vec<ServiceWindow>,
+    window_us: u64,
+    kv_capacity_tokens: u64,
+    attribution_eval: Option<AttributionEval>,
+    attribution: Option<AttributionErrors>,
+    attribution_calls: u64,
+    share_scratch: Vec<f64>,
+    share_ns: Vec<u64>,
+    order_scratch: Vec<RequestId>,
+}
+
+impl Run {
+    fn new(workload: &Workload, config: &ServeConfig, kv_capacity_tokens: u64) -> Run {
+        let tenants = workload.tenants.len();
+        Run {
+            seqs: workload.requests.iter().map(|r| Seq::new(r.prompt_tokens)).collect(),
+            tbt: Histogram::default(),
+            iterations: 0,
+            busy_us: 0,
+            end: Time::ZERO,
+            preemptions: 0,
+            tenant_service: vec![0.0; tenants],
+            tenant_attributed_ns: vec![0; tenants],
+            global_waiting: vec![0; tenants],
+            windows: Vec::new(),
+            window_us: config.service_window.0.max(1),
+            kv_capacity_tokens,
+            attribution_eval: config.attribution_eval,
+            attribution: config.attribution_eval.map(|_| AttributionErrors::default()),
+            attribution_calls: 0,
+            share_scratch: Vec::new(),
+            share_ns: Vec::new(),
+            order_scratch: Vec::new(),
+        }
+    }
+
+    fn window(&mut self, now: Time) -> usize {
+        let index = (now.0 / self.window_us) as usize;
+        let tenants = self.tenant_service.len();
+        while self.windows.len() <= index {
+            self.windows.push(ServiceWindow { service: vec![0.0; tenants], backlogged: vec![true; tenants] });
+        }
+        index
+    }
+
+    /// A tenant with nothing waiting anywhere is not backlogged in this window.
+    fn note_backlog(&mut self, now: Time) {
+        let index = self.window(now);
+        for (tenant, count) in self.global_waiting.iter().enumerate() {
+            if *count == 0 {
+                self.windows[index].backlogged[tenant] = false;
+            }
+        }
+    }
+
+    fn arrive(
+        &mut self,
+        world: &World<'_>,
+        replica: &mut Replica,
+        replica_index: usize,
+        id: RequestId,
+        now: Time,
+    ) {
+        let request = &world.requests[id as usize];
+        let seq = &mut self.seqs[id as usize];
+        seq.phase = Phase::Waiting;
+        seq.replica = replica_index as u32;
+        replica.waiting.push(id);
+        replica.backlog[request.tenant.index()] += 1;
+        replica.waiting_per_tenant[request.tenant.index()] += 1;
+        self.global_waiting[request.tenant.index()] += 1;
+        replica.outstanding_tokens += u64::from(request.prompt_tokens) + u64::from(request.output_tokens);
+        let cx = sched_cx!(world, &self.seqs, replica, now, 0);
+        replica.scheduler.on_arrival(&cx, id);
+    }
+
+    /// Forms a batch and returns when it completes, or None if there is nothing to run.
+    fn start_iteration(&mut self, world: &World<'_>, replica: &mut Replica, now: Time) -> Option<Time> {
+        self.form_batch(world, replica, now);
+        if replica.batch_entries.is_empty() {
+            return None;
+        }
+        let duration_s = world.model.iteration_s(&replica.batch_entries);
+        let duration = Span::from_secs_f64_ceil(duration_s).max(Span(1));
+        replica.busy = true;
+        replica.batch_span = duration;
+        self.busy_us += duration.0;
+        Some(now + duration)
+    }
+
+    fn form_batch(&mut self, world: &World<'_>, replica: &mut Replica, now: Time) {
+        replica.batch_ids.clear();
+        replica.batch_entries.clear();
+        replica.batch_prefill.clear();
+        let mut budget = replica.limits.token_budget;
+        self.schedule_running(world, replica, now, &mut budget);
+        self.admit_waiting(world, replica, now, &mut budget);
+        // Liveness guard: a replica with nothing running never idles with work waiting.
+        if replica.batch_entries.is_empty() && replica.running.is_empty() && !replica.waiting.is_empty() {
+            let mut one_token_budget = replica.limits.token_budget.max(1);
+            self.admit(world, replica, now, 0, u32::MAX, &mut one_token_budget);
+        }
+    }
+
+    fn schedule_running(&mut self, world: &World<'_>, replica: &mut Replica, now: Time, budget: &mut u32) {
+        let mut order = std::mem::take(&mut self.order_scratch);
+        order.clear();
+        order.extend_from_slice(&replica.running);
+        if replica.limits.decode_first {
+            // Stable: decodes keep admission order, then prefills keep theirs.
+            order.sort_by_key(|&id| self.seqs[id as usize].in_prefill());
+        }
+        for &id in &order {
+            let seq = &self.seqs[id as usize];
+            if seq.phase != Phase::Running
+                || replica.batch_ids.len() >= replica.limits.max_seqs as usize
+                || *budget == 0
+            {
+                continue;
+            }
+            let tokens = if seq.in_prefill() {
+                let cx = sched_cx!(world, &self.seqs, replica, now, *budget);
+                let cap = replica.scheduler.running_chunk_cap(&cx, id);
+                seq.prefill_left().min(*budget).min(cap.max(1))
+            } else {
+                1
+            };
+            if self.reserve_blocks(world, replica, id, tokens) {
+                self.push_entry(replica, id, tokens);
+                *budget -= tokens;
+            }
+        }
+        self.order_scratch = order;
+    }
+
+    /// Allocates the blocks `id` needs to compute `tokens` more, preempting the newest
+    /// running requests not yet in this batch (recompute) until they fit. Returns false
+    /// if `id` itself had to be preempted.
+    fn reserve_blocks(
+        &mut self,
+        world: &World<'_>,
+        replica: &mut Replica,
+        id: RequestId,
+        tokens: u32,
+    ) -> bool {
+        let need = self.private_blocks_needed(replica, id, tokens);
+        while !replica.kv.try_allocate(need) {
+            let victim = replica.running.iter().rev().copied().find(|&v| {
+                v != id && self.seqs[v as usize].phase == Phase::Running && !replica.batch_ids.contains(&v)
+            });
+            match victim {
+                Some(victim) => self.preempt(world, replica, victim),
+                None => {
+                    self.preempt(world, replica, id);
+                    return false;
+                }
+            }
+        }
+        self.seqs[id as usize].private_blocks += need;
+        true
+    }
+
+    fn private_blocks_needed(&self, replica: &Replica, id: RequestId, tokens: u32) -> u64 {
+        let seq = &self.seqs[id as usize];
+        let total = replica.kv.blocks_for_tokens(u64::from(seq.kv_tokens) + u64::from(tokens));
+        let cached = u64::from(seq.prefix_entries) * replica.kv.blocks_per_prefix_entry();
+        total.saturating_sub(cached).saturating_sub(seq.private_blocks)
+    }
+
+    fn preempt(&mut self, world: &World<'_>, replica: &mut Replica, id: RequestId) {
+        let request = &world.requests[id as usize];
+        let seq = &mut self.seqs[id as usize];
+        replica.kv.free(seq.private_blocks);
+        replica.kv.release(&request.prefix_hashes[..seq.prefix_entries as usize]);
+        seq.private_blocks = 0;
+        seq.prefix_entries = 0;
+        seq.kv_tokens = 0;
+        seq.prefill_target = request.prompt_tokens + seq.generated;
+        seq.phase = Phase::Waiting;
+        seq.preemptions += 1;
+        self.preemptions += 1;
+        replica.running.retain(|&r| r != id);
+        replica.waiting.insert(0, id);
+        replica.waiting_per_tenant[request.tenant.index()] += 1;
+        self.global_waiting[request.tenant.index()] += 1;
+    }
+
+    fn admit_waiting(&mut self, world: &World<'_>, replica: &mut Replica, now: Time, budget: &mut u32) {
+        while *budget > 0
+            && replica.batch_ids.len() < replica.limits.max_seqs as usize
+            && !replica.waiting.is_empty()
+        {
+            let cx = sched_cx!(world, &self.seqs, replica, now, *budget);
+            let Pick::Admit { waiting_index, max_tokens } = replica.scheduler.pick(&cx) else { break };
+            if waiting_index >= replica.waiting.len()
+                || !self.admit(world, replica, now, waiting_index, max_tokens, budget)
+            {
+                break;
+            }
+        }
+    }
+
+    /// Admits `waiting[index]` if its first chunk's KV fits; false otherwise.
+    fn admit(
+        &mut self,
+        world: &World<'_>,
+        replica: &mut Replica,
+        now: Time,
+        index: usize,
+        max_tokens: u32,
+        budget: &mut u32,
+    ) -> bool {
+        let id = replica.waiting[index];
+        let request = &world.requests[id as usize];
+        let hits = replica.kv.acquire_prefix(&request.prefix_hashes);
+        let seq = &mut self.seqs[id as usize];
+        seq.prefix_entries = hits;
+        if hits > 0 {
+            let cached_tokens = hits.saturating_mul(world.prefix_block_tokens).min(seq.prefill_target - 1);
+            seq.kv_tokens = cached_tokens;
+            seq.prefix_hit_tokens += cached_tokens;
+            replica.kv.stats.prefix_hit_tokens += u64::from(cached_tokens);
+        }
+        let tokens = seq.prefill_left().min(*budget).min(max_tokens.max(1));
+        let need = self.private_blocks_needed(replica, id, tokens);
+        if !replica.kv.try_allocate(need) {
+            let seq = &mut self.seqs[id as usize];
+            replica.kv.release(&request.prefix_hashes[..seq.prefix_entries as usize]);
+            seq.prefix_hit_tokens -= seq.kv_tokens;
+            replica.kv.stats.prefix_hit_tokens -= u64::from(seq.kv_tokens);
+            seq.prefix_entries = 0;
+            seq.kv_tokens = 0;
+            return false;
+        }
+        let seq = &mut self.seqs[id as usize];
+        seq.private_blocks += need;
+        let first_time = seq.admitted_order == 0 && seq.preemptions == 0;
+        replica.admissions += 1;
+        seq.admitted_order = replica.admissions;
+        seq.phase = Phase::Running;
+        replica.waiting.remove(index);
+        replica.running.push(id);
+        replica.waiting_per_tenant[request.tenant.index()] -= 1;
+        self.global_waiting[request.tenant.index()] -= 1;
+        self.push_entry(replica, id, tokens);
+        *budget -= tokens;
+        let cx = sched_cx!(world, &self.seqs, replica, now, *budget);
+        replica.scheduler.on_admit(&cx, id, first_time);
+        true
+    }
+
+    fn push_entry(&mut self, replica: &mut Replica, id: RequestId, tokens: u32) {
+        let seq = &self.seqs[id as usize];
+        let prefill = seq.in_prefill();
+        let emits_token = !prefill || tokens == seq.prefill_left();
+        replica.batch_ids.push(id);
+        replica.batch_entries.push(BatchEntry {
+            new_tokens: tokens,
+            context_tokens: seq.kv_tokens,
+            emits_token,
+        });
+        replica.batch_prefill.push(prefill);
+    }
+
+    fn finish_iteration(&mut self, world: &World<'_>, replica: &mut Replica, now: Time) {
+        replica.busy = false;
+        self.iterations += 1;
+        self.end = self.end.max(now);
+        self.attribute(world, replica);
+        for position in 0..replica.batch_ids.len() {
+            let (id, entry, prefill) = (
+                replica.batch_ids[position],
+                replica.batch_entries[position],
+                replica.batch_prefill[position],
+            );
+            self.apply_entry(world, replica, id, entry, prefill, now);
+        }
+        replica.running.retain(|&id| self.seqs[id as usize].phase == Phase::Running);
+    }
+
+    fn attribute(&mut self, world: &World<'_>, replica: &Replica) {
+        let started = self.iterations; // a cheap, deterministic sampling clock
+        let duration_ns = replica.batch_span.0 * 1_000;
+        llmvisor_shares(
+            world.model,
+            &replica.batch_entries,
+            duration_ns,
+            &mut self.share_scratch,
+            &mut self.share_ns,
+        );
+        self.attribution_calls += 1;
+        for (position, &id) in replica.batch_ids.iter().enumerate() {
+            self.seqs[id as usize].attributed_ns += self.share_ns[position];
+            self.tenant_attributed_ns[world.requests[id as usize].tenant.index()] += self.share_ns[position];
+        }
+        if let (Some(eval), Some(errors)) = (self.attribution_eval, self.attribution.as_mut()) {
+            if started.is_multiple_of(eval.every_nth_iteration.max(1)) {
+                errors.evaluate(world.model, &replica.batch_entries, &replica.batch_prefill, eval);
+            }
+        }
+    }
+
+    fn apply_entry(
+        &mut self,
+        world: &World<'_>,
+        replica: &mut Replica,
+        id: RequestId,
+        entry: BatchEntry,
+        prefill: bool,
+        now: Time,
+    ) {
+        let request = &world.requests[id as usize];
+        let seq = &mut self.seqs[id as usize];
+        if seq.phase != Phase::Running {
+            return; // preempted after it was placed (cannot happen today; kept safe)
+        }
+        seq.kv_tokens += entry.new_tokens;
+        if prefill && !seq.in_prefill() {
+            self.publish_prefix(world, replica, id);
+        }
+        let seq = &mut self.seqs[id as usize];
+        let emitted = u32::from(entry.emits_token);
+        if entry.emits_token {
+            seq.generated += 1;
+            if seq.first_token.is_none() {
+                seq.first_token = Some(now);
+            } else {
+                let gap_us = (now - seq.last_token).0;
+                self.tbt.record(gap_us);
+                seq.max_tbt_us = seq.max_tbt_us.max(gap_us);
+            }
+            seq.last_token = now;
+        }
+        let prefill_tokens = if prefill { entry.new_tokens } else { 0 };
+        let service = f64::from(prefill_tokens) + 2.0 * f64::from(emitted);
+        self.tenant_service[request.tenant.index()] += service;
+        let window = self.window(now);
+        self.windows[window].service[request.tenant.index()] += service;
+        replica.scheduler.on_service(request, prefill_tokens, emitted);
+        if self.seqs[id as usize].generated >= request.output_tokens {
+            self.complete(world, replica, id, now);
+        }
+    }
+
+    fn publish_prefix(&mut self, world: &World<'_>, replica: &mut Replica, id: RequestId) {
+        let request = &world.requests[id as usize];
+        if world.prefix_block_tokens == 0 {
+            return;
+        }
+        let seq = &mut self.seqs[id as usize];
+        let full_blocks = (request.prompt_tokens / world.prefix_block_tokens) as usize;
+        let to = full_blocks.min(request.prefix_hashes.len());
+        let from = seq.prefix_entries as usize;
+        if to > from {
+            let released = replica.kv.publish(&request.prefix_hashes, from, to);
+            seq.private_blocks -= released.min(seq.private_blocks);
+            seq.prefix_entries = to as u32;
+        }
+    }
+
+    fn complete(&mut self, world: &World<'_>, replica: &mut Replica, id: RequestId, now: Time) {
+        let request = &world.requests[id as usize];
+        let seq = &mut self.seqs[id as usize];
+        replica.kv.free(seq.private_blocks);
+        replica.kv.release(&request.prefix_hashes[..seq.prefix_entries as usize]);
+        seq.private_blocks = 0;
+        seq.phase = Phase::Done;
+        seq.finish = Some(now);
+        replica.backlog[request.tenant.index()] -= 1;
+        replica.outstanding_tokens -= u64::from(request.prompt_tokens) + u64::from(request.output_tokens);
+        replica.scheduler.on_finish(id, request);
+    }
+
+    fn into_result(self, replicas: Vec<Replica>) -> ServeResult {
+        let scheduler_name = replicas.first().map_or("none", |r| r.scheduler.name());
+        ServeResult {
+            kv_stats: replicas.iter().map(|r| r.kv.stats).collect(),
+            diagnostics: replicas.iter().map(|r| r.scheduler.diagnostics()).collect(),
+            scheduler_name,
+            seqs: self.seqs,
+            tbt: self.tbt,
+            iterations: self.iterations,
+            busy_us: self.busy_us,
+            end: self.end,
+            preemptions: self.preemptions,
+            tenant_service: self.tenant_service,
+            tenant_attributed_ns: self.tenant_attributed_ns,
+            windows: self.windows,
+            kv_capacity_tokens: self.kv_capacity_tokens,
+            attribution: self.attribution,
+            attribution_calls: self.attribution_calls,
+        }
+    }
+}
