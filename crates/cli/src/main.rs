@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 mod bench_cmd;
 mod progress;
+mod serve_cmd;
 mod sim_cmd;
 mod workload;
 
@@ -24,6 +25,19 @@ enum Command {
     Policies,
     /// Measure simulator speed (default: the full Philly trace under every baseline policy, one core).
     Bench(bench_cmd::BenchArgs),
+    /// Simulate multi-tenant LLM serving (default: the bundled Azure code + conv traces as two tenants).
+    ServeSim(Box<serve_cmd::ServeSimArgs>),
+    /// Plan capacity.
+    Plan {
+        #[command(subcommand)]
+        what: PlanCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PlanCommand {
+    /// GPUs and replicas needed to serve a request load at an SLO.
+    Serve(Box<serve_cmd::PlanServeArgs>),
 }
 
 fn main() -> std::process::ExitCode {
@@ -35,6 +49,8 @@ fn main() -> std::process::ExitCode {
             Ok(())
         }
         Command::Bench(args) => bench_cmd::run(args),
+        Command::ServeSim(args) => serve_cmd::run_serve_sim(*args),
+        Command::Plan { what: PlanCommand::Serve(args) } => serve_cmd::run_plan_serve(*args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
