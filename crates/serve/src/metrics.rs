@@ -6,6 +6,7 @@
 pub struct Histogram {
     counts: Vec<u64>,
     total: u64,
+    sum_us: u128,
     max_us: u64,
 }
 
@@ -14,7 +15,7 @@ const SUB_BUCKETS: u64 = 1 << SUB_BUCKET_BITS;
 
 impl Default for Histogram {
     fn default() -> Histogram {
-        Histogram { counts: vec![0; (64 * SUB_BUCKETS) as usize], total: 0, max_us: 0 }
+        Histogram { counts: vec![0; (64 * SUB_BUCKETS) as usize], total: 0, sum_us: 0, max_us: 0 }
     }
 }
 
@@ -42,11 +43,21 @@ impl Histogram {
     pub fn record(&mut self, value_us: u64) {
         self.counts[Self::bucket(value_us)] += 1;
         self.total += 1;
+        self.sum_us += u128::from(value_us);
         self.max_us = self.max_us.max(value_us);
     }
 
     pub fn count(&self) -> u64 {
         self.total
+    }
+
+    /// Exact mean (0 when empty).
+    pub fn mean_us(&self) -> f64 {
+        if self.total == 0 {
+            0.0
+        } else {
+            self.sum_us as f64 / self.total as f64
+        }
     }
 
     /// The `quantile` (0..=1) as a bucket's lower bound; 0 when empty; the exact max at 1.
@@ -73,6 +84,7 @@ impl Histogram {
             *mine += theirs;
         }
         self.total += other.total;
+        self.sum_us += other.sum_us;
         self.max_us = self.max_us.max(other.max_us);
     }
 }
@@ -129,7 +141,7 @@ impl Percentiles {
 
     pub fn of_histogram_ms(histogram: &Histogram) -> Percentiles {
         let ms = |q| histogram.quantile_us(q) as f64 / 1e3;
-        Percentiles { p50: ms(0.5), p90: ms(0.9), p99: ms(0.99), mean: f64::NAN }
+        Percentiles { p50: ms(0.5), p90: ms(0.9), p99: ms(0.99), mean: histogram.mean_us() / 1e3 }
     }
 }
 

@@ -1,0 +1,233 @@
+//! End-to-end checks of the serving simulator: hand-computed KV exhaustion with
+//! recompute, VTC counters with a lift, invariants under random workloads, the
+//! prefix cache, determinism and the bundled Azure trace.
+
+use cotenant_core::{Span, TenantId, TenantSpec, Time};
+use cotenant_perf::{find_gpu, ModelShape, Roofline, RooflineParams};
+use cotenant_serve::scheduler::{BatchLimits, DriftConfig, VtcCounters};
+use cotenant_serve::state::Phase;
+use cotenant_serve::{
+    simulate, summarize, Request, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Tier,
+    Workload,
+};
+use proptest::prelude::*;
+
+fn llama8b_h100() -> Roofline {
+    let gpu = *find_gpu("H100-SXM").expect("catalog");
+    Roofline::new(ModelShape::parse("Llama-3.1-8B").expect("catalog"), gpu, 1, RooflineParams::default())
+}
+
+fn request(tenant: u32, arrival_us: u64, prompt: u32, output: u32) -> Request {
+    Request {
+        tenant: TenantId(tenant),
+        arrival: Time(arrival_us),
+        prompt_tokens: prompt,
+        output_tokens: output,
+        prefix_hashes: Box::new([]),
+        category: 0,
+        tier: Tier::Standard,
+        interaction: 0,
+        call_index: 0,
+    }
+}
+
+fn workload(requests: Vec<Request>, tenants: usize) -> Workload {
+    Workload {
+        source: "test".into(),
+        requests,
+        tenants: (0..tenants).map(|t| TenantSpec::new(format!("t{t}"))).collect(),
+        categories: vec!["all".into()],
+        prefix_block_tokens: 0,
+    }
+}
+
+fn config(kind: SchedulerKind, tenants: &[TenantSpec], kv_tokens: u64, budget: u32) -> ServeConfig {
+    let slo = Slo::default();
+    ServeConfig {
+        model: llama8b_h100(),
+        replicas: 1,
+        scheduler: SchedulerConfig {
+            kind,
+            limits: BatchLimits { token_budget: budget, ..BatchLimits::default() },
+            tenants: tenants.to_vec(),
+            categories: 4,
+            slo,
+            drift: DriftConfig::default(),
+        },
+        router: RouterKind::LeastOutstandingTokens,
+        kv_block_tokens: 16,
+        memory_utilization: 0.9,
+        activation_reserve_gb: 2.0,
+        kv_capacity_tokens: Some(kv_tokens),
+        slo,
+        service_window: Span::from_secs(1),
+        attribution_eval: None,
+    }
+}
+
+/// KV of 64 tokens = 4 blocks of 16. A and B (16-token prompts, 40 outputs) arrive together.
+/// Iteration 1 prefills both (1 block each) and samples token 1. Their 17th KV token
+/// needs a second block each (4 in use). After 16 decodes each holds 32 tokens and the
+/// 33rd needs a third block: none is free, so the newest, B, is preempted (recompute,
+/// its 2 blocks freed) with 17 tokens generated; its prefill target becomes 16 + 17 = 33
+/// tokens = 3 blocks, which never fit beside A (3 then 4 blocks). A decodes alone to
+/// token 40 (23 more iterations), then B recomputes its 33 tokens in one iteration
+/// (sampling token 18) and decodes 22 more. Iterations: 1 + 16 + 23 + 1 + 22 = 63.
+#[test]
+fn kv_exhaustion_preempts_newest_and_recomputes() {
+    let load = workload(vec![request(0, 0, 16, 40), request(0, 0, 16, 40)], 1);
+    let result = simulate(&load, &config(SchedulerKind::Fcfs, &load.tenants, 64, 8192)).expect("runs");
+    assert_eq!(result.preemptions, 1);
+    assert_eq!((result.seqs[0].preemptions, result.seqs[1].preemptions), (0, 1));
+    assert_eq!(result.seqs[1].prefill_target, 33);
+    assert_eq!(result.iterations, 63);
+    assert!(result.seqs[0].finish < result.seqs[1].finish);
+    assert_eq!(result.kv_stats[0].peak_used_blocks, 4);
+    assert!(result.seqs.iter().all(|s| s.generated == 40 && s.phase == Phase::Done));
+}
+
+/// Weights 1 and 2. Tenant 0 is admitted with a 100-token prompt (counter 100) and
+/// still has work waiting when tenant 1 arrives: tenant 1 is lifted from 0 to 100.
+/// Tenant 1 then decodes 10 tokens (+2 x 10 / 2 = 10) and is charged a 50-token prompt
+/// (+50 / 2 = 25): 135. Tenant 0 is served next (100 < 135); after 20 decoded tokens
+/// (+40) it stands at 140 and tenant 1 (135) is the neediest.
+#[test]
+fn vtc_counters_after_a_known_sequence_with_a_lift() {
+    let mut vtc = VtcCounters::new(vec![1.0, 2.0]);
+    vtc.lift_on_arrival(TenantId(0), &[1, 0]);
+    assert_eq!(vtc.counters, vec![0.0, 0.0], "nobody else backlogged: no lift");
+    vtc.charge_prompt(TenantId(0), 100);
+    vtc.lift_on_arrival(TenantId(1), &[2, 1]);
+    assert_eq!(vtc.counters, vec![100.0, 100.0], "lifted to tenant 0's counter");
+    vtc.charge_output(TenantId(1), 10);
+    vtc.charge_prompt(TenantId(1), 50);
+    assert_eq!(vtc.counters, vec![100.0, 135.0]);
+    assert_eq!(vtc.neediest(&[1, 1]), Some(TenantId(0)));
+    vtc.charge_output(TenantId(0), 20);
+    assert_eq!(vtc.counters, vec![140.0, 135.0]);
+    assert_eq!(vtc.neediest(&[1, 1]), Some(TenantId(1)));
+    assert_eq!(vtc.neediest(&[1, 0]), Some(TenantId(0)), "only tenants with waiting work count");
+    // A tenant arriving behind its own queue is not lifted again.
+    vtc.lift_on_arrival(TenantId(1), &[1, 2]);
+    assert_eq!(vtc.counters[1], 135.0);
+}
+
+/// Under one tenant's overload, VTC serves the light tenant far sooner than FCFS.
+#[test]
+fn vtc_protects_a_light_tenant_from_a_heavy_one() {
+    let mut requests: Vec<Request> = (0..200).map(|i| request(0, i * 2_000, 1500, 200)).collect();
+    requests.extend((0..20).map(|i| request(1, 20_000 + i * 20_000, 200, 50)));
+    requests.sort_by_key(|r| r.arrival);
+    let load = workload(requests, 2);
+    let light_ttft = |kind| {
+        let result = simulate(&load, &config(kind, &load.tenants, 200_000, 8192)).expect("runs");
+        summarize(&load, &result, Slo::default()).tenants[1].ttft_ms.p50
+    };
+    let (fcfs, vtc) = (light_ttft(SchedulerKind::Fcfs), light_ttft(SchedulerKind::Vtc));
+    assert!(vtc * 5.0 < fcfs, "VTC {vtc} ms vs FCFS {fcfs} ms");
+}
+
+#[test]
+fn prefix_cache_reuses_a_finished_requests_blocks() {
+    let mut first = request(0, 0, 1100, 4);
+    first.prefix_hashes = vec![7, 8, 9].into_boxed_slice();
+    let mut second = request(0, 10_000_000, 1200, 4);
+    second.prefix_hashes = vec![7, 8, 10].into_boxed_slice();
+    let mut load = workload(vec![first, second], 1);
+    load.prefix_block_tokens = 512;
+    let result = simulate(&load, &config(SchedulerKind::Fcfs, &load.tenants, 100_000, 8192)).expect("runs");
+    // The first request publishes its two full 512-token blocks (7, 8); the second hits both.
+    assert_eq!(result.seqs[1].prefix_hit_tokens, 1024);
+    assert_eq!(result.seqs[0].prefix_hit_tokens, 0);
+}
+
+#[test]
+fn runs_are_deterministic_and_oversized_requests_are_errors() {
+    let requests: Vec<Request> = (0..50)
+        .map(|i| request((i % 3) as u32, i * 7_919, 100 + (i as u32 * 37) % 900, 1 + (i as u32 * 13) % 80))
+        .collect();
+    let load = workload(requests, 3);
+    for kind in SchedulerKind::ALL {
+        let cfg = config(kind, &load.tenants, 4_000, 512);
+        let a = summarize(&load, &simulate(&load, &cfg).expect("runs"), cfg.slo);
+        let b = summarize(&load, &simulate(&load, &cfg).expect("runs"), cfg.slo);
+        assert_eq!(a, b, "{kind:?}");
+    }
+    let too_big = workload(vec![request(0, 0, 5_000, 10)], 1);
+    assert!(simulate(&too_big, &config(SchedulerKind::Fcfs, &too_big.tenants, 4_000, 512)).is_err());
+}
+
+#[test]
+fn bundled_azure_slice_finishes_under_every_scheduler() {
+    let dir = cotenant_trace::bundled_data_dir();
+    let read = |name: &str| cotenant_trace::requests::read_azure_csv(&dir.join(name)).expect("bundled trace");
+    let (code, conv) = (read(cotenant_trace::BUNDLED_AZURE_CODE), read(cotenant_trace::BUNDLED_AZURE_CONV));
+    assert_eq!((code.records.len(), conv.records.len()), (8_819, 19_366));
+    let load = Workload::from_traces(&[("code", &code), ("conv", &conv)]).truncated(300);
+    for kind in SchedulerKind::ALL {
+        let cfg = config(kind, &load.tenants, 60_000, 2048);
+        let result = simulate(&load, &cfg).expect("runs");
+        assert!(result.seqs.iter().all(|s| s.phase == Phase::Done), "{kind:?}");
+    }
+}
+
+fn arbitrary_workload() -> impl Strategy<Value = Workload> {
+    prop::collection::vec(
+        (0_u32..3, 0_u64..2_000_000, 1_u32..400, 1_u32..60, prop::collection::vec(0_u64..6, 0..3)),
+        1..30,
+    )
+    .prop_map(|rows| {
+        let mut requests: Vec<Request> = rows
+            .into_iter()
+            .map(|(tenant, arrival, prompt, output, hashes)| {
+                let mut r = request(tenant, arrival, prompt, output);
+                r.prefix_hashes = hashes.into_boxed_slice();
+                r.call_index = (arrival % 2) as u32;
+                r
+            })
+            .collect();
+        requests.sort_by_key(|r| r.arrival);
+        let mut load = workload(requests, 3);
+        load.prefix_block_tokens = 64;
+        load
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Every request finishes, KV never exceeds capacity, output tokens are conserved,
+    /// and attributed time adds up to busy time.
+    #[test]
+    fn invariants_hold_under_random_workloads(
+        load in arbitrary_workload(),
+        kind_index in 0_usize..6,
+        spare_blocks in 0_u64..60,
+        budget in 16_u32..600,
+        replicas in 1_u32..4,
+        router_index in 0_usize..3,
+    ) {
+        let largest = load.requests.iter().map(|r| u64::from(r.prompt_tokens + r.output_tokens)).max().unwrap_or(1);
+        let kv_tokens = (largest.div_ceil(16) + spare_blocks) * 16;
+        let mut cfg = config(SchedulerKind::ALL[kind_index], &load.tenants, kv_tokens, budget);
+        cfg.replicas = replicas;
+        cfg.router = [RouterKind::RoundRobin, RouterKind::LeastOutstandingTokens, RouterKind::PrefixAffinity][router_index];
+        let result = simulate(&load, &cfg).expect("runs");
+        for (r, s) in load.requests.iter().zip(&result.seqs) {
+            prop_assert_eq!(s.phase, Phase::Done);
+            prop_assert_eq!(s.generated, r.output_tokens);
+            prop_assert!(s.first_token.is_some_and(|t| t > r.arrival));
+        }
+        for stats in &result.kv_stats {
+            prop_assert!(stats.peak_used_blocks <= kv_tokens / 16);
+        }
+        let attributed: u64 = result.tenant_attributed_ns.iter().sum();
+        prop_assert_eq!(attributed, result.busy_us * 1_000);
+        let outputs: f64 = load.requests.iter().map(|r| 2.0 * f64::from(r.output_tokens)).sum();
+        let prompts: f64 = load.requests.iter().map(|r| f64::from(r.prompt_tokens)).sum();
+        let service: f64 = result.tenant_service.iter().sum();
+        // Prefix hits skip prompt work; recompute adds some back.
+        let hits: f64 = result.seqs.iter().map(|s| f64::from(s.prefix_hit_tokens)).sum();
+        prop_assert!(service >= outputs + prompts - hits - 1e-6);
+    }
+}
