@@ -49,6 +49,10 @@ pub struct RunArgs {
     /// Seed of the run's random stream (policies that draw randomness use it).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Throughput table (Gavel's simulation_throughputs.json, plain or .gz): jobs then run at
+    /// their job type's steps/s on each GPU type, and heterogeneity-aware policies read it.
+    #[arg(long, value_name = "PATH")]
+    pub throughputs: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -75,12 +79,14 @@ pub fn run(args: SimArgs) -> Result<()> {
     let prepared = prepare(&args.workload)?;
     let policies = build_policies(&args.run, &prepared)?;
     let config = sim_config(&args.run)?;
-    let rates = ReferenceRate;
+    let rates = rate_model(&args.run, &prepared)?;
     let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
     let outcomes: Vec<Result<(SimResult, f64)>> = policies
         .into_par_iter()
         .enumerate()
-        .map(|(i, policy)| run_one(&prepared, policy, &rates, &config, &mut |done| progress.update(i, done)))
+        .map(|(i, policy)| {
+            run_one(&prepared, policy, rates.as_ref(), &config, &mut |done| progress.update(i, done))
+        })
         .collect();
     progress.finish();
     let mut results = Vec::new();
@@ -153,11 +159,39 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
         options.insert(key.trim().to_string(), value.trim().to_string());
     }
     let round = run.round.as_deref().map(parse_span("--round")).transpose()?;
-    let params = PolicyParams { placement, round, options, job_types: prepared.workload.job_types.clone() };
+    let throughputs = load_throughputs(run)?.map(std::sync::Arc::new);
+    let params = PolicyParams {
+        placement,
+        round,
+        options,
+        job_types: prepared.workload.job_types.clone(),
+        throughputs,
+    };
     if run.policies.is_empty() {
         bail!("--policy needs at least one policy name");
     }
     run.policies.iter().map(|name| Ok(cotenant_policies::build(name.trim(), &params)?)).collect()
+}
+
+/// The table given with `--throughputs`, if any.
+pub fn load_throughputs(run: &RunArgs) -> Result<Option<cotenant_perf::throughput::ThroughputTable>> {
+    run.throughputs
+        .as_deref()
+        .map(|path| Ok(cotenant_trace::gavel_throughputs::read_gavel_throughputs(path)?))
+        .transpose()
+}
+
+/// Rates from `--throughputs` (checked against every job), else the reference rate.
+pub fn rate_model(run: &RunArgs, prepared: &Prepared) -> Result<Box<dyn RateModel>> {
+    let Some(table) = load_throughputs(run)? else { return Ok(Box::new(ReferenceRate)) };
+    let rates = cotenant_sim::gavel_rates::GavelRates::new(
+        table,
+        prepared.workload.job_types.clone(),
+        &prepared.cluster.gpu_types,
+        cotenant_sim::gavel_rates::Consolidation::Always,
+    )?;
+    rates.check_jobs(&prepared.workload.jobs)?;
+    Ok(Box::new(rates))
 }
 
 pub fn sim_config(run: &RunArgs) -> Result<SimConfig> {

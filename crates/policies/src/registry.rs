@@ -2,11 +2,14 @@
 //! Nothing else dispatches on a policy's name.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use cotenant_core::placement::Placement;
 use cotenant_core::{Policy, Span};
+use cotenant_perf::throughput::ThroughputTable;
 
 use crate::fifo::Fifo;
+use crate::gavel::Objective;
 use crate::las::Las;
 use crate::sjf::Sjf;
 use crate::srtf::Srtf;
@@ -35,6 +38,8 @@ pub struct PolicyParams {
     pub options: BTreeMap<String, String>,
     /// Job-type names of the workload (`JobSpec::job_type` indexes them).
     pub job_types: Vec<String>,
+    /// Steps/s per job type and GPU type, for heterogeneity-aware policies (Gavel's).
+    pub throughputs: Option<Arc<ThroughputTable>>,
 }
 
 /// The options one builder reads, tracking which it used.
@@ -113,7 +118,7 @@ pub fn policies() -> &'static [PolicyInfo] {
     &POLICIES
 }
 
-static POLICIES: [PolicyInfo; 6] = [
+static POLICIES: [PolicyInfo; 14] = [
     PolicyInfo {
         name: "fifo",
         summary: "first come first served, non-preemptive; the first job that does not fit blocks the queue",
@@ -150,6 +155,46 @@ static POLICIES: [PolicyInfo; 6] = [
             let knob = o.u32("knob", TIRESIAS_STARVATION_KNOB)?;
             Ok(Box::new(Tiresias::new(p.placement, thresholds, knob)))
         },
+    },
+    PolicyInfo {
+        name: "gavel-fifo",
+        summary: "Gavel's FIFO in 360 s rounds (allocation as Gavel's base FIFO, types drawn with its random stream); needs --throughputs (options seed=0, reset_interval=1920s)",
+        build: |p, o| crate::gavel::build("gavel-fifo", Objective::Fifo { perf: false }, p, o),
+    },
+    PolicyInfo {
+        name: "fifo-perf",
+        summary: "Gavel FIFO, heterogeneity-aware: each job in arrival order takes the fastest GPU type with room; 360 s rounds; needs --throughputs (options seed=0, reset_interval=1920s)",
+        build: |p, o| crate::gavel::build("fifo-perf", Objective::Fifo { perf: true }, p, o),
+    },
+    PolicyInfo {
+        name: "max-min-fairness",
+        summary: "Gavel max-min fairness (LAS), heterogeneity-agnostic: equal time shares weighted by priority and scale factor; needs --throughputs (options seed=0, reset_interval=1920s)",
+        build: |p, o| crate::gavel::build("max-min-fairness", Objective::MaxMinFairness { perf: false }, p, o),
+    },
+    PolicyInfo {
+        name: "max-min-fairness-perf",
+        summary: "Gavel max-min fairness, heterogeneity-aware: maximize the minimum throughput relative to an equal share; needs --throughputs (options seed=0, reset_interval=1920s)",
+        build: |p, o| crate::gavel::build("max-min-fairness-perf", Objective::MaxMinFairness { perf: true }, p, o),
+    },
+    PolicyInfo {
+        name: "finish-time-fairness",
+        summary: "Gavel finish-time fairness (Themis), heterogeneity-agnostic: minimize the worst rho; needs --throughputs (options seed=0, reset_interval=1920s)",
+        build: |p, o| crate::gavel::build("finish-time-fairness", Objective::FinishTimeFairness { perf: false }, p, o),
+    },
+    PolicyInfo {
+        name: "finish-time-fairness-perf",
+        summary: "Gavel finish-time fairness (Themis), heterogeneity-aware: minimize the worst rho; needs --throughputs (options seed=0, reset_interval=1920s)",
+        build: |p, o| crate::gavel::build("finish-time-fairness-perf", Objective::FinishTimeFairness { perf: true }, p, o),
+    },
+    PolicyInfo {
+        name: "min-total-duration-perf",
+        summary: "Gavel min total duration: smallest makespan at which every active job can finish (heterogeneity-aware); needs --throughputs (options seed=0, reset_interval=1920s)",
+        build: |p, o| crate::gavel::build("min-total-duration-perf", Objective::MinTotalDuration, p, o),
+    },
+    PolicyInfo {
+        name: "max-sum-throughput-perf",
+        summary: "Gavel max sum throughput: maximize total steps/s over all jobs (heterogeneity-aware); needs --throughputs (options seed=0, reset_interval=1920s)",
+        build: |p, o| crate::gavel::build("max-sum-throughput-perf", Objective::MaxSumThroughput, p, o),
     },
 ];
 

@@ -1,6 +1,40 @@
 //! Gavel (OSDI'20): heterogeneity-aware allocation policies over time fractions
 //! X[job][gpu_type], and the round-based mechanism that turns X into per-round
-//! GPU assignments.
+//! GPU assignments. See `docs/policies.md` ("Heterogeneous policies") and
+//! `docs/experiments/gavel-parity.md`.
 pub mod allocation;
+pub mod mechanism;
 pub mod pyrandom;
 pub mod solver;
+
+pub use allocation::{AllocJob, Allocator, Objective};
+pub use mechanism::{Gavel, GavelConfig, GavelStats, DEFAULT_RESET_INTERVAL, DEFAULT_ROUND};
+
+use cotenant_core::Policy;
+
+use crate::registry::{Options, PolicyError, PolicyParams};
+
+/// Builds the Gavel policy `name` solving `objective`. Options: `seed` (0) and
+/// `reset_interval` (1920s); the round length is `--round` (360s by default).
+pub fn build(
+    name: &'static str,
+    objective: Objective,
+    params: &PolicyParams,
+    options: &mut Options<'_>,
+) -> Result<Box<dyn Policy>, PolicyError> {
+    let seed = options.u32("seed", 0)?;
+    let reset_interval = options.span("reset_interval", DEFAULT_RESET_INTERVAL)?;
+    let table = params.throughputs.clone().ok_or_else(|| PolicyError::Missing {
+        policy: name.to_string(),
+        what: "a throughput table (--throughputs <simulation_throughputs.json>)".to_string(),
+    })?;
+    let config = GavelConfig {
+        name,
+        objective,
+        round: params.round.unwrap_or(DEFAULT_ROUND),
+        reset_interval,
+        seed: u64::from(seed),
+        placement: params.placement,
+    };
+    Ok(Box::new(Gavel::new(config, table, params.job_types.clone())))
+}
