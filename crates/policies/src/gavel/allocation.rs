@@ -2,13 +2,17 @@
 //! X[job][gpu_type] (rows sum to at most 1; `sum_i scale[i] * X[i][j]` fits the
 //! GPUs of type j). Formulations follow Gavel's `scheduler/policies/*.py`:
 //!
-//! - max-min fairness: maximize `min_i sum_j T[i][j] * X[i][j] * scale[i] / (w[i] * iso[i])`,
-//!   where `iso[i]` is job i's throughput under the heterogeneity-agnostic
-//!   max-min allocation (the "equal share" it is normalized by). The agnostic
-//!   variant is the same problem with every throughput set to 1.
+//! - max-min fairness: maximize `min_i sum_j T[i][j] * X[i][j] * scale[i] / (w[i] * prop[i])`,
+//!   where `prop[i] = sum_j T[i][j] * n_j / N` is job i's throughput with a share
+//!   of every type proportional to its size (Gavel's `ProportionalPolicy`). The
+//!   agnostic variant is the same problem with every throughput set to 1.
 //! - finish-time fairness (Themis): minimize `max_i rho_i`, with
-//!   `rho_i = (t_i + R_i / (T[i] . X[i])) / (t_i + R_i / iso[i])` (`t_i` time since
-//!   arrival, `R_i` steps left); solved by bisection on rho, each step a max-min.
+//!   `rho_i = (t_i + R_i / (T[i] . X[i])) / (c_i + R_i / iso[i])` (`t_i` time since
+//!   arrival, `R_i` steps left, `iso[i]` the throughput of a 1/m share of every
+//!   type (Gavel's `IsolatedPolicy`), `c_i` the isolated time the steps done so
+//!   far would have taken, accumulated across calls); solved by bisection on
+//!   rho, each step a max-min. The agnostic variant uses the fastest type's
+//!   throughput on every type (Gavel hard-codes `v100`).
 //! - min total duration: the smallest T (by Gavel's own 5% bisection between
 //!   100 s and 10^6 s) at which every job can finish, `T[i] . X[i] >= R_i / T`;
 //!   Gavel returns an interior point of that feasible set (constant objective),
@@ -66,18 +70,33 @@ const MIN_TOTAL_DURATION_HIGH_S: f64 = 1_000_000.0;
 /// Bisection steps on rho for finish-time fairness (relative width 2^-45).
 const FTF_BISECTION_STEPS: usize = 45;
 
-/// Computes allocations; holds the state Gavel's base FIFO keeps across calls.
+/// Computes allocations; holds the state Gavel's base FIFO and finish-time
+/// fairness keep across calls.
 #[derive(Clone, Debug)]
 pub struct Allocator {
     objective: Objective,
     fifo_assigned: BTreeMap<JobId, usize>,
     fifo_rng: PyRandom,
+    ftf: FtfHistory,
+}
+
+/// Finish-time fairness's memory: isolated time credited to each job so far.
+#[derive(Clone, Debug, Default)]
+struct FtfHistory {
+    isolated_time_s: BTreeMap<JobId, f64>,
+    previous_remaining: BTreeMap<JobId, f64>,
+    previous_isolated_rate: BTreeMap<JobId, f64>,
 }
 
 impl Allocator {
     /// `seed` seeds base FIFO's stream (Gavel: `random.Random(seed)`).
     pub fn new(objective: Objective, seed: u64) -> Allocator {
-        Allocator { objective, fifo_assigned: BTreeMap::new(), fifo_rng: PyRandom::new(seed) }
+        Allocator {
+            objective,
+            fifo_assigned: BTreeMap::new(),
+            fifo_rng: PyRandom::new(seed),
+            ftf: FtfHistory::default(),
+        }
     }
 
     pub fn objective(&self) -> Objective {
@@ -95,10 +114,13 @@ impl Allocator {
         match self.objective {
             Objective::Fifo { perf } => Ok(self.fifo(jobs, capacity, type_names, perf)),
             Objective::MaxMinFairness { perf } => {
-                let iso = if perf { isolated_throughputs(jobs, capacity)? } else { vec![1.0; jobs.len()] };
-                max_min(jobs, capacity, &iso, perf)
+                let prop =
+                    if perf { proportional_throughputs(jobs, capacity) } else { vec![1.0; jobs.len()] };
+                max_min(jobs, capacity, &prop, perf)
             }
-            Objective::FinishTimeFairness { perf } => finish_time_fairness(jobs, capacity, perf),
+            Objective::FinishTimeFairness { perf } => {
+                finish_time_fairness(jobs, capacity, perf, &mut self.ftf)
+            }
             Objective::MinTotalDuration => min_total_duration(jobs, capacity),
             Objective::MaxSumThroughput => max_sum_throughput(jobs, capacity),
         }
@@ -230,15 +252,28 @@ fn central_max_min(
     Ok((scatter(jobs.len(), capacity.len(), &present, &rows, &solution.x), solution.t.unwrap_or(0.0)))
 }
 
-/// Throughput of each job under the heterogeneity-agnostic max-min allocation.
-fn isolated_throughputs(jobs: &[AllocJob], capacity: &[u32]) -> Result<Vec<f64>, SolveError> {
-    let ones = vec![1.0; jobs.len()];
-    let agnostic = max_min(jobs, capacity, &ones, false)?;
-    Ok(jobs
-        .iter()
-        .zip(&agnostic)
-        .map(|(job, x)| job.steps_per_s.iter().zip(x).map(|(r, x)| r * x).sum())
-        .collect())
+/// Throughput of each job with a share of every type proportional to its
+/// size, `n_j / N` (Gavel's `ProportionalPolicy`).
+fn proportional_throughputs(jobs: &[AllocJob], capacity: &[u32]) -> Vec<f64> {
+    let total: f64 = capacity.iter().map(|&c| c as f64).sum();
+    jobs.iter()
+        .map(|j| j.steps_per_s.iter().zip(capacity).map(|(r, &c)| r * c as f64 / total.max(1.0)).sum())
+        .collect()
+}
+
+/// Throughput of each job with `1/m` of every type, divided by its scale factor
+/// and scaled so the row fits in one unit of time (Gavel's `IsolatedPolicy`).
+fn isolated_throughputs(rates: &[Vec<f64>], jobs: &[AllocJob], capacity: &[u32]) -> Vec<f64> {
+    let m = jobs.len().max(1) as f64;
+    jobs.iter()
+        .zip(rates)
+        .map(|(job, rates)| {
+            let share: Vec<f64> =
+                capacity.iter().map(|&c| c as f64 / m / job.scale_factor.max(1) as f64).collect();
+            let row: f64 = share.iter().sum::<f64>().max(1.0);
+            rates.iter().zip(&share).map(|(r, x)| r * x / row).sum()
+        })
+        .collect()
 }
 
 fn max_min(
@@ -262,24 +297,41 @@ fn finish_time_fairness(
     jobs: &[AllocJob],
     capacity: &[u32],
     perf: bool,
+    history: &mut FtfHistory,
 ) -> Result<Vec<Vec<f64>>, SolveError> {
-    let rate = |i: usize, t: usize| if perf { jobs[i].steps_per_s[t] } else { 1.0 };
-    let iso: Vec<f64> = {
-        let ones = vec![1.0; jobs.len()];
-        let agnostic = max_min(jobs, capacity, &ones, false)?;
-        (0..jobs.len()).map(|i| (0..capacity.len()).map(|t| rate(i, t) * agnostic[i][t]).sum()).collect()
-    };
-    // Expected finish time (from arrival) with the isolated share.
-    let isolated_finish: Vec<f64> = (0..jobs.len())
-        .map(|i| {
-            let j = &jobs[i];
-            if iso[i] > 0.0 {
-                j.secs_since_arrival + j.steps_remaining / iso[i]
-            } else {
-                f64::INFINITY
-            }
+    let fastest = (0..capacity.len())
+        .filter(|&t| capacity[t] > 0)
+        .max_by(|&a, &b| {
+            let mean = |t: usize| jobs.iter().map(|j| j.steps_per_s[t]).sum::<f64>();
+            mean(a).total_cmp(&mean(b)).then(b.cmp(&a))
         })
+        .unwrap_or(0);
+    let rates: Vec<Vec<f64>> = jobs
+        .iter()
+        .map(|j| if perf { j.steps_per_s.clone() } else { vec![j.steps_per_s[fastest]; capacity.len()] })
         .collect();
+    let iso = isolated_throughputs(&rates, jobs, capacity);
+    // Isolated time credited for the steps done since the previous call.
+    let mut isolated_finish = Vec::with_capacity(jobs.len());
+    for (i, job) in jobs.iter().enumerate() {
+        let credited = history.isolated_time_s.entry(job.id).or_insert(0.0);
+        if let (Some(before), Some(rate)) =
+            (history.previous_remaining.get(&job.id), history.previous_isolated_rate.get(&job.id))
+        {
+            if *rate > 0.0 {
+                *credited += (before - job.steps_remaining) / rate;
+            }
+        }
+        isolated_finish.push(if iso[i] > 0.0 {
+            *credited + job.steps_remaining / iso[i]
+        } else {
+            f64::INFINITY
+        });
+    }
+    history.previous_remaining = jobs.iter().map(|j| (j.id, j.steps_remaining)).collect();
+    history.previous_isolated_rate = jobs.iter().zip(&iso).map(|(j, r)| (j.id, *r)).collect();
+    history.isolated_time_s.retain(|id, _| history.previous_remaining.contains_key(id));
+
     // Steps/s job i needs for rho <= s.
     let needed = |i: usize, s: f64| {
         let j = &jobs[i];
@@ -297,9 +349,9 @@ fn finish_time_fairness(
         let (x, t) = central_max_min(jobs, capacity, |i, ty| {
             let need = needed(i, s);
             if need.is_finite() && need > 0.0 {
-                rate(i, ty) / need
+                rates[i][ty] / need
             } else {
-                rate(i, ty)
+                rates[i][ty]
             }
         })?;
         Ok((t >= 1.0).then_some(x))
@@ -313,7 +365,20 @@ fn finish_time_fairness(
         }
         high *= 2.0;
     }
-    let Some(mut best) = best else { return max_min(jobs, capacity, &iso, perf) };
+    let Some(mut best) = best else {
+        // Gavel falls back to the isolated allocation.
+        return Ok(jobs
+            .iter()
+            .map(|job| {
+                let share: Vec<f64> = capacity
+                    .iter()
+                    .map(|&c| c as f64 / jobs.len() as f64 / job.scale_factor.max(1) as f64)
+                    .collect();
+                let row = share.iter().sum::<f64>().max(1.0);
+                share.iter().map(|x| x / row).collect()
+            })
+            .collect());
+    };
     let mut low = (0..jobs.len())
         .filter(|&i| isolated_finish[i].is_finite() && isolated_finish[i] > 0.0)
         .map(|i| jobs[i].secs_since_arrival / isolated_finish[i])
@@ -448,9 +513,9 @@ mod tests {
     #[test]
     fn perf_max_min_beats_the_equal_share() {
         // Three jobs on 1 V100 + 1 K80 with different speedups: every job gets at
-        // least its agnostic (equal-share) throughput, and the minimum improves.
+        // least an equal proportional share, and the minimum improves on it.
         let jobs = vec![job(0, &[10.0, 1.0], 1), job(1, &[2.0, 1.0], 1), job(2, &[3.0, 2.0], 1)];
-        let iso = isolated_throughputs(&jobs, &[1, 1]).unwrap();
+        let iso = proportional_throughputs(&jobs, &[1, 1]);
         let x = Allocator::new(Objective::MaxMinFairness { perf: true }, 0)
             .allocate(&jobs, &[1, 1], &names())
             .unwrap();
@@ -460,8 +525,10 @@ mod tests {
             .zip(&iso)
             .map(|((j, x), iso)| j.steps_per_s.iter().zip(x).map(|(r, x)| r * x).sum::<f64>() / iso)
             .collect();
-        assert!(normalized.iter().all(|v| *v >= 1.0 - 1e-6), "{normalized:?}");
-        assert!(normalized.iter().cloned().fold(f64::MAX, f64::min) > 1.05, "{normalized:?}");
+        // Two GPUs for three jobs: an equal, proportional split gives each 2/3.
+        let equal = 2.0 / 3.0;
+        assert!(normalized.iter().all(|v| *v >= equal - 1e-6), "{normalized:?}");
+        assert!(normalized.iter().cloned().fold(f64::MAX, f64::min) > 1.05 * equal, "{normalized:?}");
     }
 
     #[test]
@@ -492,10 +559,11 @@ mod tests {
     #[test]
     fn finish_time_fairness_balances_rho() {
         let jobs = vec![job(0, &[10.0, 1.0], 1), job(1, &[2.0, 1.0], 1), job(2, &[2.0, 1.5], 1)];
-        let x = finish_time_fairness(&jobs, &[1, 1], true).unwrap();
+        let x = finish_time_fairness(&jobs, &[1, 1], true, &mut FtfHistory::default()).unwrap();
         assert!(x.iter().all(|r| r.iter().sum::<f64>() <= 1.0 + 1e-9));
         // rho = (R / throughput) / (R / isolated throughput) with no time elapsed.
-        let iso = isolated_throughputs(&jobs, &[1, 1]).unwrap();
+        let rates: Vec<Vec<f64>> = jobs.iter().map(|j| j.steps_per_s.clone()).collect();
+        let iso = isolated_throughputs(&rates, &jobs, &[1, 1]);
         let rho: Vec<f64> = jobs
             .iter()
             .zip(&x)
