@@ -105,6 +105,10 @@ pub struct ServeSimArgs {
     /// Compare attribution with Shapley values on every Nth iteration.
     #[arg(long, value_name = "N")]
     pub attribution_eval: Option<u64>,
+    /// Give LLMVisor a miscalibrated model, as a fitted one would be: compute efficiency
+    /// x (1 + F), memory efficiency x (1 - F), fixed cost x (1 + F). Shapley stays exact.
+    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    pub attribution_misfit: f64,
     /// Permutations (each with its reverse) per sampled Shapley estimate.
     #[arg(long, default_value_t = 64)]
     pub shapley_permutations: u32,
@@ -249,10 +253,22 @@ fn base_config(
 fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -> Result<ServeConfig> {
     let mut config = base_config(&args.deployment, workload, kind, args.drift_prior_tokens)?;
     config.service_window = Span((args.window_s * 1e6).max(1.0) as u64);
+    let misfit = args.attribution_misfit;
+    if !(-0.9..=0.9).contains(&misfit) {
+        bail!("--attribution-misfit must be within -0.9..0.9");
+    }
+    let base = config.model.params;
+    let fitted_params = (misfit != 0.0).then(|| RooflineParams {
+        compute_efficiency: base.compute_efficiency * (1.0 + misfit),
+        memory_efficiency: base.memory_efficiency * (1.0 - misfit),
+        fixed_s: base.fixed_s * (1.0 + misfit),
+        ..base
+    });
     config.attribution_eval = args.attribution_eval.map(|every| AttributionEval {
         every_nth_iteration: every.max(1),
         permutations: args.shapley_permutations,
         seed: args.workload.seed,
+        fitted_params,
     });
     Ok(config)
 }

@@ -203,15 +203,20 @@ pub struct AttributionErrors {
     pub proxy_decode: Vec<f64>,
     pub iterations_evaluated: u64,
     pub exact_iterations: u64,
+    /// The model LLMVisor splits with when it differs from the one that times the
+    /// batch (a fitted model that misjudges the hardware); None: the same model.
+    pub fitted: Option<Roofline>,
 }
 
 /// How to evaluate attribution during a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttributionEval {
     /// Evaluate one iteration in this many.
     pub every_nth_iteration: u64,
     pub permutations: u32,
     pub seed: u64,
+    /// Calibration of the attribution model, if it differs from the simulator's.
+    pub fitted_params: Option<cotenant_perf::RooflineParams>,
 }
 
 impl AttributionErrors {
@@ -231,7 +236,16 @@ impl AttributionErrors {
         };
         self.iterations_evaluated += 1;
         let (mut visor, mut proxy) = (Vec::new(), Vec::new());
-        llmvisor_shares_s(model, entries, &mut visor);
+        if self.fitted.is_none() {
+            if let Some(params) = eval.fitted_params {
+                self.fitted =
+                    Some(Roofline::new(model.model.clone(), model.gpu, model.tensor_parallel, params));
+            }
+        }
+        llmvisor_shares_s(self.fitted.as_ref().unwrap_or(model), entries, &mut visor);
+        // The shares split the batch time the hardware (here: the simulator) measured.
+        let scale = model.iteration_s(entries) / visor.iter().sum::<f64>().max(f64::MIN_POSITIVE);
+        visor.iter_mut().for_each(|share| *share *= scale);
         proxy_shares_s(model, entries, is_prefill, &mut proxy);
         for i in 0..entries.len() {
             let truth = shapley[i];
@@ -306,7 +320,7 @@ mod tests {
             &model,
             &entries,
             &prefill,
-            AttributionEval { every_nth_iteration: 1, permutations: 64, seed: 1 },
+            AttributionEval { every_nth_iteration: 1, permutations: 64, seed: 1, fitted_params: None },
         );
         let worst = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
         assert!(worst(&errors.llmvisor_decode) < worst(&errors.proxy_decode));

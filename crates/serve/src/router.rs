@@ -7,9 +7,11 @@ pub enum RouterKind {
     RoundRobin,
     /// The replica with the fewest prompt + output tokens still to serve.
     LeastOutstandingTokens,
-    /// Requests sharing a first prefix block go to the same replica (so its prefix
-    /// cache hits), unless that replica has over twice the average outstanding
-    /// tokens; requests without hashes go to the least loaded replica.
+    /// Requests sharing their first two prefix blocks go to the same replica (so its
+    /// prefix cache hits), unless that replica has over twice the average outstanding
+    /// tokens; requests without hashes go to the least loaded replica. Two blocks, not
+    /// one: in Mooncake every request shares block 0 (a system prompt), and keying on it
+    /// alone sends the whole trace to one replica.
     PrefixAffinity,
 }
 
@@ -25,6 +27,9 @@ impl RouterKind {
         }
     }
 }
+
+/// Prefix blocks that make up the affinity key.
+const AFFINITY_BLOCKS: usize = 2;
 
 #[derive(Clone, Debug)]
 pub struct Router {
@@ -50,18 +55,21 @@ impl Router {
                 (self.next + replicas - 1) % replicas
             }
             RouterKind::LeastOutstandingTokens => least(),
-            RouterKind::PrefixAffinity => match request.prefix_hashes.first() {
-                Some(hash) => {
-                    let home = (mix64(*hash) % replicas as u64) as usize;
-                    let average = outstanding_tokens.iter().sum::<u64>() / replicas as u64;
-                    if outstanding_tokens[home] > 2 * average.max(1) {
-                        least()
-                    } else {
-                        home
+            RouterKind::PrefixAffinity => {
+                match request.prefix_hashes.get(..AFFINITY_BLOCKS.min(request.prefix_hashes.len())) {
+                    Some(key) if !key.is_empty() => {
+                        let combined = key.iter().fold(0_u64, |acc, hash| mix64(acc ^ *hash));
+                        let home = (combined % replicas as u64) as usize;
+                        let average = outstanding_tokens.iter().sum::<u64>() / replicas as u64;
+                        if outstanding_tokens[home] > 2 * average.max(1) {
+                            least()
+                        } else {
+                            home
+                        }
                     }
+                    _ => least(),
                 }
-                None => least(),
-            },
+            }
         }
     }
 }

@@ -44,6 +44,9 @@ macro_rules! sched_cx {
     };
 }
 
+/// Admission keeps 1/100 of KV blocks free (vLLM's default watermark).
+const ADMISSION_WATERMARK_DIVISOR: u64 = 100;
+
 /// Everything a run needs besides the workload.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
@@ -473,7 +476,13 @@ impl Run {
         }
         let tokens = seq.prefill_left().min(*budget).min(max_tokens.max(1));
         let need = self.private_blocks_needed(replica, id, tokens);
-        if !replica.kv.try_allocate(need) {
+        // vLLM's admission check: the whole remaining prefill must fit beside a 1%
+        // watermark, or a request admitted on its first chunk is preempted midway
+        // (recompute thrash under KV pressure).
+        let whole_prefill = self.private_blocks_needed(replica, id, self.seqs[id as usize].prefill_left());
+        let watermark = replica.kv.capacity_blocks / ADMISSION_WATERMARK_DIVISOR;
+        let fits = whole_prefill + watermark <= replica.kv.available_blocks() || replica.running.is_empty();
+        if !fits || !replica.kv.try_allocate(need) {
             let seq = &mut self.seqs[id as usize];
             replica.kv.release(&request.prefix_hashes[..seq.prefix_entries as usize]);
             seq.prefix_hit_tokens -= seq.kv_tokens;
