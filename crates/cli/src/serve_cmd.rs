@@ -158,8 +158,22 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
             report["bench"] = bench_json(&workload, &config, &result, wall_s)?;
         }
         if args.goodput {
+            let search_started = Instant::now();
             let found = goodput_search(&workload, &config, GOODPUT_ATTAINMENT, 1.0)?;
-            report["goodput"] = json!({"rate_scale": found.rate_scale, "requests_per_s": found.requests_per_s, "attainment": found.attainment, "probes": found.probes});
+            let search_wall_s = search_started.elapsed().as_secs_f64();
+            let at_goodput = workload.with_rate_scale(found.rate_scale.max(f64::MIN_POSITIVE));
+            let at_summary = summarize(&at_goodput, &simulate(&at_goodput, &config)?, config.slo);
+            report["goodput"] = json!({
+                "rate_scale": found.rate_scale,
+                "requests_per_s": found.requests_per_s,
+                "attainment": found.attainment,
+                "output_tokens_per_s": at_summary.output_tokens_per_s,
+                "total_tokens_per_s": at_summary.total_tokens_per_s,
+                "tbt_p99_ms": at_summary.tbt_ms.p99,
+                "simulations": found.probes.len(),
+                "search_wall_s": search_wall_s,
+                "probes": found.probes,
+            });
         }
         if !args.json {
             print_report(&workload, &config, &summary, &report, args.windows);

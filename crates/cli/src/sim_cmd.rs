@@ -37,8 +37,9 @@ pub struct RunArgs {
     /// A policy given an option it does not take fails, naming the options it takes.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
-    /// Preempted jobs keep the work of their last checkpoint, taken this often (0 = never lose work).
-    #[arg(long, default_value = "10m", value_name = "DURATION")]
+    /// Preempted jobs keep the work of their last checkpoint, taken this often. 0 (the
+    /// default) is suspend-resume: a job checkpoints when told to stop and loses nothing.
+    #[arg(long, default_value = "0", value_name = "DURATION")]
     pub checkpoint_interval: String,
     /// Time a resumed job spends restoring before it makes progress again.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
@@ -204,6 +205,7 @@ pub fn sim_config(run: &RunArgs) -> Result<SimConfig> {
         share_window: parse_span("--share-window")(&run.share_window)?,
         record: false,
         horizon: None,
+        max_steps: None,
     })
 }
 

@@ -76,61 +76,74 @@ pub fn start_in_order(
     decision
 }
 
-/// Preemptive: `ranked` yields every active job (running and waiting), best
-/// first. Jobs are chosen greedily while GPUs remain; running jobs not chosen
-/// are preempted; chosen waiting jobs are placed on the GPUs left free.
-pub fn preemptive_pass(
+/// Preemptive: all active jobs compete, best key first. `running` holds the
+/// running jobs with their current keys (any order); `waiting` yields the
+/// waiting jobs best first; `smallest_waiting` is the smallest GPU request
+/// among them. Jobs are chosen greedily while GPUs remain; running jobs not
+/// chosen are preempted; chosen waiting jobs are placed on the GPUs left free.
+/// Once no waiting job could fit in what is left, the waiting side is not read
+/// further, so a pass costs O(running log running + jobs examined).
+pub fn preemptive_pass<K: Ord + Copy>(
     view: &ClusterView<'_>,
-    ranked: impl Iterator<Item = JobId>,
+    mut running: Vec<(K, JobId)>,
+    waiting: impl Iterator<Item = (K, JobId)>,
+    smallest_waiting: Option<u32>,
     placement: Placement,
 ) -> Decision {
+    running.sort_unstable();
     let mut decision = Decision::default();
     let mut capacity = view.cluster.up_gpus();
     let mut ledger = TenantLedger::new(view);
     // The ledger starts from current holdings; running jobs are re-admitted as chosen.
-    for &id in view.running {
+    for &(_, id) in &running {
         ledger.sub(view, id, view.job(id).spec.gpus);
     }
+    let smallest_waiting = smallest_waiting.unwrap_or(0);
     let mut keep: BTreeSet<JobId> = BTreeSet::new();
-    let mut visited_running: BTreeSet<JobId> = BTreeSet::new();
     let mut to_start: Vec<JobId> = Vec::new();
-    let mut scanned = 0usize;
-    let mut ranked = ranked.peekable();
-    while capacity > 0 && scanned < SCAN_LIMIT {
-        let Some(id) = ranked.next() else { break };
-        scanned += 1;
-        let job = view.job(id);
-        let gpus = job.spec.gpus;
-        let running = job.is_running();
-        if running {
-            visited_running.insert(id);
+    let mut running_iter = running.iter().copied().peekable();
+    let mut waiting = waiting.peekable();
+    let mut waiting_examined = 0usize;
+    let mut waiting_cut = false;
+    while capacity > 0 {
+        waiting_cut |= capacity < smallest_waiting || waiting_examined >= SCAN_LIMIT;
+        let next_waiting = if waiting_cut { None } else { waiting.peek() };
+        let take_running = match (running_iter.peek(), next_waiting) {
+            (Some(r), Some(w)) => r <= w,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let next = if take_running { running_iter.next() } else { waiting.next() };
+        let Some((_, id)) = next else { break };
+        if !take_running {
+            waiting_examined += 1;
         }
+        let gpus = view.job(id).spec.gpus;
         if let Some(reason) = ledger.check(view, id, gpus) {
-            if !running {
+            if !take_running {
                 decision.waiting.push((id, reason));
             }
             continue;
         }
         if gpus > capacity {
-            if !running {
+            if !take_running {
                 decision.waiting.push((id, WaitReason::LowerPriority));
             }
             continue;
         }
         capacity -= gpus;
         ledger.add(view, id, gpus);
-        if running {
+        if take_running {
             keep.insert(id);
         } else {
             to_start.push(id);
         }
     }
-    // Stopping on the scan limit leaves the rest unexamined: keep those running.
-    let hit_limit = scanned >= SCAN_LIMIT && ranked.peek().is_some();
+    // Running jobs not chosen stop: each was examined, or ranks below a full cluster.
     let mut free = FreeMap::new(view.cluster);
-    for &id in view.running {
-        let examined = visited_running.contains(&id) || !hit_limit;
-        if !keep.contains(&id) && examined {
+    for &(_, id) in &running {
+        if !keep.contains(&id) {
             free.give_back(&view.job(id).gpus);
             decision.actions.push(Action::Preempt { job: id });
         }
@@ -142,39 +155,6 @@ pub fn preemptive_pass(
         }
     }
     decision
-}
-
-/// Merges running jobs (sorted here by their current key) with the waiting
-/// queue (already sorted) into one best-first order.
-pub fn merge_ranked<K: Ord + Copy>(
-    mut running: Vec<(K, JobId)>,
-    waiting: impl Iterator<Item = (K, JobId)>,
-) -> impl Iterator<Item = JobId> {
-    running.sort_unstable();
-    MergeBy { a: running.into_iter().peekable(), b: waiting.peekable() }
-}
-
-struct MergeBy<A: Iterator, B: Iterator> {
-    a: std::iter::Peekable<A>,
-    b: std::iter::Peekable<B>,
-}
-
-impl<K: Ord + Copy, A, B> Iterator for MergeBy<A, B>
-where
-    A: Iterator<Item = (K, JobId)>,
-    B: Iterator<Item = (K, JobId)>,
-{
-    type Item = JobId;
-    fn next(&mut self) -> Option<JobId> {
-        let take_a = match (self.a.peek(), self.b.peek()) {
-            (Some(a), Some(b)) => a <= b,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => return None,
-        };
-        let next = if take_a { self.a.next() } else { self.b.next() };
-        next.map(|(_, id)| id)
-    }
 }
 
 /// How many jobs wait once `decision` is applied, given `waiting_before`.

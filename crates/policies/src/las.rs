@@ -3,7 +3,7 @@
 use cotenant_core::placement::Placement;
 use cotenant_core::{ClusterView, Decision, Policy, PolicyCx, Span, Time};
 
-use crate::greedy::{merge_ranked, preemptive_pass, waiting_after};
+use crate::greedy::{preemptive_pass, waiting_after};
 use crate::queue::WaitQueue;
 
 /// All active jobs ranked by attained service in GPU-seconds (fewest first).
@@ -32,7 +32,8 @@ impl Policy for Las {
         let now = view.now;
         self.queue.sync(view, |job| job.attained_gpu_us(now));
         let running = view.running_jobs().map(|job| (job.attained_gpu_us(now), job.id())).collect();
-        let decision = preemptive_pass(view, merge_ranked(running, self.queue.iter()), self.placement);
+        let decision =
+            preemptive_pass(view, running, self.queue.iter(), self.queue.smallest_request(), self.placement);
         let still_waiting = waiting_after(self.queue.len(), &decision) > 0;
         self.next = (still_waiting && self.quantum > Span::ZERO).then(|| now + self.quantum);
         decision

@@ -3,7 +3,7 @@
 use cotenant_core::placement::Placement;
 use cotenant_core::{ClusterView, Decision, JobState, Policy, PolicyCx, Time};
 
-use crate::greedy::{merge_ranked, preemptive_pass};
+use crate::greedy::preemptive_pass;
 use crate::queue::WaitQueue;
 
 /// All active jobs ranked by remaining run time (estimate x fraction of work
@@ -35,6 +35,6 @@ impl Policy for Srtf {
         let now = view.now;
         self.queue.sync(view, |job| remaining_us(job, now));
         let running = view.running_jobs().map(|job| (remaining_us(job, now), job.id())).collect();
-        preemptive_pass(view, merge_ranked(running, self.queue.iter()), self.placement)
+        preemptive_pass(view, running, self.queue.iter(), self.queue.smallest_request(), self.placement)
     }
 }

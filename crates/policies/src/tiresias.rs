@@ -7,7 +7,7 @@ use cotenant_core::{
     Action, ClusterView, Decision, JobChange, JobId, JobState, Phase, Policy, PolicyCx, Span, Time,
 };
 
-use crate::greedy::{merge_ranked, preemptive_pass, waiting_after};
+use crate::greedy::{preemptive_pass, waiting_after};
 use crate::queue::WaitQueue;
 
 /// Tiresias (NSDI'19) with the discretized 2D-LAS rule: a job's priority is its
@@ -156,7 +156,8 @@ impl Policy for Tiresias {
         self.sync(view);
         let now = view.now;
         let running = view.running_jobs().map(|job| (self.key(job, now), job.id())).collect();
-        let decision = preemptive_pass(view, merge_ranked(running, self.queue.iter()), self.placement);
+        let decision =
+            preemptive_pass(view, running, self.queue.iter(), self.queue.smallest_request(), self.placement);
         let anyone_waits = waiting_after(self.queue.len(), &decision) > 0;
         let promotion = self.promotions.first().map(|&(at, _)| at);
         let demotion = if anyone_waits { self.next_demotion(view, &decision) } else { None };

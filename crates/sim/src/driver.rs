@@ -24,6 +24,10 @@ pub struct SimConfig {
     pub record: bool,
     /// Stop at this time; jobs still in the system end `Unfinished`.
     pub horizon: Option<Time>,
+    /// Most engine steps a run may take (a limit on everything): a policy that
+    /// livelocks (preempting jobs before they keep any progress) stops here and
+    /// its remaining jobs end `Unfinished`, saying so. `None`: 1,000 per job + 1M.
+    pub max_steps: Option<u64>,
 }
 
 impl Default for SimConfig {
@@ -34,6 +38,7 @@ impl Default for SimConfig {
             share_window: Span::from_secs(3600),
             record: false,
             horizon: None,
+            max_steps: None,
         }
     }
 }
@@ -176,6 +181,7 @@ struct Run<'a> {
     done: usize,
     /// Time of the latest step.
     now: Time,
+    step_limit_hit: bool,
     log: Option<RunLog>,
 }
 
@@ -221,6 +227,7 @@ impl<'a> Run<'a> {
             events: 0,
             done: 0,
             now: Time::ZERO,
+            step_limit_hit: false,
             log: config.record.then(RunLog::default),
         }
     }
@@ -236,8 +243,13 @@ impl<'a> Run<'a> {
 
     fn event_loop(&mut self, progress: &mut dyn FnMut(SimProgress)) {
         let mut steps: u64 = 0;
+        let max_steps = self.config.max_steps.unwrap_or(1_000 * self.jobs.len() as u64 + 1_000_000);
         while let Some(now) = self.next_time() {
             if self.config.horizon.is_some_and(|h| now > h) {
+                break;
+            }
+            if steps >= max_steps {
+                self.step_limit_hit = true;
                 break;
             }
             self.usage.advance(now);
@@ -410,6 +422,7 @@ impl<'a> Run<'a> {
                 continue;
             }
             let reason = match self.engine.job(JobId(i as u32)) {
+                _ if self.step_limit_hit => "the run hit its step limit (a livelock?)".to_string(),
                 None => "arrives after the end of the run".to_string(),
                 Some(state) if state.is_running() => "still running at the end of the run".to_string(),
                 Some(state) => match state.verdict {
