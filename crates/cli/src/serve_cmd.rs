@@ -291,13 +291,19 @@ fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -
 /// --limit, --rate-scale and --weight.
 pub fn load_workload(args: &ServeWorkloadArgs) -> Result<Workload> {
     let mut workload = match args.trace.as_str() {
-        "azure" => Workload::from_traces(&[("code", &azure("code")?), ("conv", &azure("conv")?)]),
-        "azure-code" => Workload::from_traces(&[("code", &azure("code")?)]),
-        "azure-conv" => Workload::from_traces(&[("conv", &azure("conv")?)]),
+        "azure" => named(
+            Workload::from_traces(&[("code", &azure("code")?), ("conv", &azure("conv")?)]),
+            "Azure LLM 2023 code + conv",
+        ),
+        "azure-code" => named(Workload::from_traces(&[("code", &azure("code")?)]), "Azure LLM 2023 code"),
+        "azure-conv" => named(Workload::from_traces(&[("conv", &azure("conv")?)]), "Azure LLM 2023 conv"),
         "mooncake" => {
             let path =
                 traces_dir(args.traces_dir.as_deref()).join("mooncake-2024").join("conversation_trace.jsonl");
-            Workload::from_traces(&[("mooncake", &read_mooncake_jsonl(&path)?)])
+            named(
+                Workload::from_traces(&[("mooncake", &read_mooncake_jsonl(&path)?)]),
+                "Mooncake 2024 conversation",
+            )
         }
         "synthetic" => {
             if args.tenants.is_empty() {
@@ -342,6 +348,11 @@ pub fn load_workload(args: &ServeWorkloadArgs) -> Result<Workload> {
         bail!("the workload has no requests");
     }
     Ok(workload)
+}
+
+fn named(mut workload: Workload, name: &str) -> Workload {
+    workload.source = name.to_string();
+    workload
 }
 
 /// The bundled Azure trace, or the shared copy when the bundle is missing.
