@@ -1,6 +1,6 @@
 //! `cotenant sim`: run one workload under several policies and compare them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use cotenant_core::placement::Placement;
 use cotenant_core::{Policy, Span};
-use cotenant_policies::PolicyParams;
+use cotenant_policies::{PolicyError, PolicyParams};
 use cotenant_report::{comparison_table, summaries_json, tenant_table, write_jobs_csv};
 use cotenant_sim::{simulate, summarize, Overheads, RateModel, ReferenceRate, SimConfig, SimResult};
 use rayon::prelude::*;
@@ -33,8 +33,9 @@ pub struct RunArgs {
     /// Round or quantum length for round-based policies (LAS quantum default 300s), e.g. 360s, 5m.
     #[arg(long, value_name = "DURATION")]
     pub round: Option<String>,
-    /// A policy option, KEY=VALUE (repeatable), e.g. `--set thresholds=1h:10h --set knob=8` for tiresias.
-    /// A policy given an option it does not take fails, naming the options it takes.
+    /// A policy option (repeatable): `KEY=VALUE` for every policy in the run that takes KEY,
+    /// or `POLICY.KEY=VALUE` for one, e.g. `--set tiresias.thresholds=1h:10h --set quantum=600s`.
+    /// An option that no policy in the run takes is an error naming what they take.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
     /// Preempted jobs keep the work of their last checkpoint, taken this often. 0 (the
@@ -171,7 +172,51 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
     if run.policies.is_empty() {
         bail!("--policy needs at least one policy name");
     }
-    run.policies.iter().map(|name| Ok(cotenant_policies::build(name.trim(), &params)?)).collect()
+    build_with_scoped_options(&run.policies, params)
+}
+
+/// `--set POLICY.KEY=V` goes to that policy only; `--set KEY=V` to every policy
+/// in the run that takes KEY, and at least one must.
+fn build_with_scoped_options(names: &[String], params: PolicyParams) -> Result<Vec<Box<dyn Policy>>> {
+    let (scoped, unscoped): (BTreeMap<String, String>, BTreeMap<String, String>) =
+        params.options.iter().map(|(k, v)| (k.clone(), v.clone())).partition(|(k, _)| k.contains('.'));
+    let mut taken: BTreeSet<String> = BTreeSet::new();
+    let mut built = Vec::new();
+    for name in names.iter().map(|n| n.trim()) {
+        let mut options: BTreeMap<String, String> = scoped
+            .iter()
+            .filter_map(|(k, v)| {
+                k.strip_prefix(name)
+                    .and_then(|rest| rest.strip_prefix('.'))
+                    .map(|k| (k.to_string(), v.clone()))
+            })
+            .collect();
+        options.extend(unscoped.clone());
+        loop {
+            let attempt = PolicyParams { options: options.clone(), ..params.clone() };
+            match cotenant_policies::build(name, &attempt) {
+                Err(PolicyError::UnknownOption { key, .. }) if unscoped.contains_key(&key) => {
+                    options.remove(&key);
+                }
+                Err(error) => return Err(error.into()),
+                Ok(policy) => {
+                    taken.extend(options.keys().filter(|k| unscoped.contains_key(*k)).cloned());
+                    built.push(policy);
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(key) = unscoped.keys().find(|k| !taken.contains(*k)) {
+        bail!("--set {key}: no policy in this run takes option '{key}'");
+    }
+    for key in scoped.keys() {
+        let policy = key.split('.').next().unwrap_or_default();
+        if !names.iter().any(|n| n.trim() == policy) {
+            bail!("--set {key}: policy '{policy}' is not in this run");
+        }
+    }
+    Ok(built)
 }
 
 /// The table given with `--throughputs`, if any.
@@ -228,6 +273,7 @@ fn describe(prepared: &Prepared) -> String {
 fn workload_json(prepared: &Prepared) -> serde_json::Value {
     json!({
         "source": prepared.workload.source,
+        "kind": prepared.kind.map_or("synthetic", |k| k.name()),
         "jobs": prepared.workload.jobs.len(),
         "tenants": prepared.workload.tenants.len(),
         "cluster_gpus": prepared.cluster.total_gpus(),

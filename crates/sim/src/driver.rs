@@ -266,7 +266,7 @@ impl<'a> Run<'a> {
             self.step(now, input);
             self.queue_wakeup();
             steps += 1;
-            if steps % 4096 == 0 {
+            if steps.is_multiple_of(4096) {
                 progress(SimProgress { jobs_done: self.done, jobs_total: self.jobs.len(), now });
             }
         }

@@ -1,5 +1,6 @@
 //! Small traces whose JCTs, queueing delays and preemptions were worked out on
 //! paper; the derivation is in each test's comment.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,6 +1,5 @@
 //! Invariants over random traces, clusters, policies and overheads.
-
-mod common;
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 

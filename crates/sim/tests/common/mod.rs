@@ -1,5 +1,6 @@
 //! A tiny fixture language for hand-computed cases: jobs as
 //! `(arrival_s, gpus, duration_s)` on `nodes x gpus_per_node`, under a named policy.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 
