@@ -7,6 +7,7 @@ pub mod fairshare;
 pub mod fifo;
 pub mod gavel;
 pub mod greedy;
+pub mod kueue;
 pub mod las;
 pub mod queue;
 pub mod registry;

@@ -1,0 +1,552 @@
+//! Kueue-style quotas: each tenant (a ClusterQueue) has a nominal GPU quota per
+//! GPU type, may borrow idle GPUs of its cohort up to a borrowing limit, and
+//! borrowed GPUs are reclaimed by preemption, youngest borrower first, once a
+//! job that fits within its tenant's nominal quota has waited `reclaim_grace`.
+//!
+//! - Capacity of a cohort on a type: the nominal quotas of its members plus the
+//!   GPUs no quota names (a pool every cohort may borrow from).
+//! - Order of admission: jobs that fit within their tenant's nominal quota
+//!   first (by arrival); then borrowing jobs, by their tenant's weighted share
+//!   of borrowed GPUs (`borrowed / weight`, lowest first), then by arrival.
+//! - A job uses one GPU type: the first type (in config order) where it fits
+//!   within nominal quota, else the first where it may borrow. Like a
+//!   ClusterQueue, a tenant uses only the types its queue lists; a tenant with
+//!   no queue has no quota and may borrow any type.
+//! - Guarantees (property-tested): a tenant below its nominal quota with a
+//!   waiting job that fits in the rest of it gets GPUs within `reclaim_grace`
+//!   (plus the check interval); a tenant never holds more than nominal +
+//!   borrowing limit of a type; every admissible job eventually runs.
+
+use std::collections::BTreeMap;
+
+use cotenant_core::placement::{FreeMap, Placement};
+use cotenant_core::{
+    Action, ClusterView, Decision, GpuTypeId, JobId, Policy, PolicyCx, Span, Time, WaitReason,
+    MICROS_PER_SECOND,
+};
+
+/// Kueue's default would be immediate; a short grace lets borrowers reach a checkpoint.
+pub const DEFAULT_RECLAIM_GRACE: Span = Span(60 * MICROS_PER_SECOND);
+/// How often waiting jobs are re-examined without other events.
+pub const DEFAULT_CHECK_INTERVAL: Span = Span(60 * MICROS_PER_SECOND);
+
+/// One tenant's queue: cohort, weight, quotas per GPU type (by type name).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueSpec {
+    pub tenant: String,
+    pub cohort: String,
+    pub weight: f64,
+    pub nominal: BTreeMap<String, u32>,
+    /// Most GPUs of a type it may borrow beyond nominal; a type it does not
+    /// name has no limit.
+    pub borrowing_limit: BTreeMap<String, u32>,
+}
+
+/// Quota configuration for the whole cluster.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QuotaConfig {
+    pub queues: Vec<QueueSpec>,
+}
+
+/// Per tenant, per GPU type (cluster type ids).
+#[derive(Clone, Debug)]
+struct Quotas {
+    cohort: Vec<usize>,
+    weight: Vec<f64>,
+    nominal: Vec<Vec<u32>>,
+    /// nominal + borrowing limit (u32::MAX: unlimited).
+    ceiling: Vec<Vec<u32>>,
+    /// Capacity each cohort may use of each type.
+    cohort_capacity: Vec<Vec<u32>>,
+    /// Type order per tenant: types it has quota for first, in config order.
+    type_order: Vec<Vec<usize>>,
+}
+
+/// The quota policy.
+#[derive(Debug)]
+pub struct Kueue {
+    placement: Placement,
+    config: QuotaConfig,
+    reclaim_grace: Span,
+    check_interval: Span,
+    quotas: Option<Quotas>,
+    /// Since when each waiting, within-quota job has been blocked.
+    blocked_since: BTreeMap<JobId, Time>,
+    next_check: Option<Time>,
+}
+
+impl Kueue {
+    pub fn new(
+        placement: Placement,
+        config: QuotaConfig,
+        reclaim_grace: Span,
+        check_interval: Span,
+    ) -> Kueue {
+        Kueue {
+            placement,
+            config,
+            reclaim_grace,
+            check_interval,
+            quotas: None,
+            blocked_since: BTreeMap::new(),
+            next_check: None,
+        }
+    }
+
+    fn resolve(&mut self, view: &ClusterView<'_>) {
+        if self.quotas.is_some() {
+            return;
+        }
+        let types = &view.cluster.spec().gpu_types;
+        let type_index = |name: &str| types.iter().position(|t| t.eq_ignore_ascii_case(name));
+        let tenants = view.tenants.len();
+        let mut cohorts: Vec<String> = Vec::new();
+        let mut q = Quotas {
+            cohort: vec![0; tenants],
+            weight: vec![1.0; tenants],
+            nominal: vec![vec![0; types.len()]; tenants],
+            ceiling: vec![vec![u32::MAX; types.len()]; tenants],
+            cohort_capacity: Vec::new(),
+            type_order: vec![Vec::new(); tenants],
+        };
+        for (t, tenant) in view.tenants.iter().enumerate() {
+            let spec = self.config.queues.iter().find(|s| s.tenant == tenant.name);
+            let cohort = spec.map_or("default", |s| s.cohort.as_str());
+            q.cohort[t] = cohorts.iter().position(|c| c == cohort).unwrap_or_else(|| {
+                cohorts.push(cohort.to_string());
+                cohorts.len() - 1
+            });
+            q.weight[t] = spec.map_or(tenant.weight, |s| s.weight).max(f64::MIN_POSITIVE);
+            if let Some(spec) = spec {
+                for (name, &gpus) in &spec.nominal {
+                    if let Some(ty) = type_index(name) {
+                        q.nominal[t][ty] = gpus;
+                        q.type_order[t].push(ty);
+                    }
+                }
+                for ty in 0..types.len() {
+                    let limit =
+                        spec.borrowing_limit.iter().find(|(n, _)| type_index(n) == Some(ty)).map(|(_, &l)| l);
+                    q.ceiling[t][ty] = match (q.type_order[t].contains(&ty), limit) {
+                        // Like a ClusterQueue, a tenant uses only the types it lists.
+                        (false, _) => 0,
+                        (true, Some(limit)) => q.nominal[t][ty].saturating_add(limit),
+                        (true, None) => u32::MAX,
+                    };
+                }
+            } else {
+                // A tenant without a queue: no quota, may borrow any type.
+                q.type_order[t] = (0..types.len()).collect();
+            }
+        }
+        let totals: Vec<u32> =
+            (0..types.len()).map(|ty| view.cluster.gpus_of_type(GpuTypeId(ty as u32))).collect();
+        let named: Vec<u32> =
+            (0..types.len()).map(|ty| (0..tenants).map(|t| q.nominal[t][ty]).sum()).collect();
+        q.cohort_capacity = (0..cohorts.len())
+            .map(|c| {
+                (0..types.len())
+                    .map(|ty| {
+                        let own: u32 =
+                            (0..tenants).filter(|&t| q.cohort[t] == c).map(|t| q.nominal[t][ty]).sum();
+                        own + totals[ty].saturating_sub(named[ty])
+                    })
+                    .collect()
+            })
+            .collect();
+        self.quotas = Some(q);
+    }
+}
+
+/// GPUs held per tenant and type, and per cohort and type.
+struct Holdings {
+    tenant: Vec<Vec<u32>>,
+    cohort: Vec<Vec<u32>>,
+}
+
+impl Holdings {
+    fn new(view: &ClusterView<'_>, q: &Quotas) -> Holdings {
+        let types = view.cluster.spec().gpu_types.len();
+        let mut h = Holdings {
+            tenant: vec![vec![0; types]; view.tenants.len()],
+            cohort: vec![vec![0; types]; q.cohort_capacity.len()],
+        };
+        for job in view.running_jobs() {
+            if let Some(&g) = job.gpus.first() {
+                h.add(q, job.spec.tenant.index(), view.cluster.gpu_type_of(g).index(), job.gpus.len() as u32);
+            }
+        }
+        h
+    }
+    fn add(&mut self, q: &Quotas, tenant: usize, ty: usize, gpus: u32) {
+        self.tenant[tenant][ty] += gpus;
+        self.cohort[q.cohort[tenant]][ty] += gpus;
+    }
+    fn sub(&mut self, q: &Quotas, tenant: usize, ty: usize, gpus: u32) {
+        self.tenant[tenant][ty] -= gpus;
+        self.cohort[q.cohort[tenant]][ty] -= gpus;
+    }
+    fn borrowed(&self, q: &Quotas, tenant: usize) -> u32 {
+        self.tenant[tenant].iter().zip(&q.nominal[tenant]).map(|(h, n)| h.saturating_sub(*n)).sum()
+    }
+}
+
+/// How a job may use a type now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fit {
+    WithinQuota(usize),
+    Borrowing(usize),
+}
+
+fn fit(q: &Quotas, h: &Holdings, tenant: usize, gpus: u32) -> Option<Fit> {
+    let order = &q.type_order[tenant];
+    if let Some(&ty) =
+        order.iter().find(|&&ty| gpus > 0 && h.tenant[tenant][ty] + gpus <= q.nominal[tenant][ty])
+    {
+        return Some(Fit::WithinQuota(ty));
+    }
+    let cohort = q.cohort[tenant];
+    order
+        .iter()
+        .find(|&&ty| {
+            h.tenant[tenant][ty].saturating_add(gpus) <= q.ceiling[tenant][ty]
+                && h.cohort[cohort][ty] + gpus <= q.cohort_capacity[cohort][ty]
+        })
+        .map(|&ty| Fit::Borrowing(ty))
+}
+
+impl Policy for Kueue {
+    fn name(&self) -> &'static str {
+        "kueue"
+    }
+
+    fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
+        self.resolve(view);
+        let q = self.quotas.as_ref().expect("resolved");
+        let now = view.now;
+        let mut held = Holdings::new(view, q);
+        let mut free = FreeMap::new(view.cluster);
+        let mut decision = Decision::default();
+        // Admission order: within-quota jobs by arrival, then borrowing jobs by
+        // their tenant's weighted borrowed share, then arrival.
+        let mut order: Vec<(bool, f64, JobId)> = view
+            .pending_jobs()
+            .map(|job| {
+                let t = job.spec.tenant.index();
+                let within = matches!(fit(q, &held, t, job.spec.gpus), Some(Fit::WithinQuota(_)));
+                let share = held.borrowed(q, t) as f64 / q.weight[t];
+                (!within, if within { 0.0 } else { share }, job.id())
+            })
+            .collect();
+        order.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+        // Running jobs youngest first, for reclaim.
+        let mut youngest: Vec<(Time, JobId)> = view.running_jobs().map(|j| (j.phase_since, j.id())).collect();
+        youngest.sort_by(|a, b| b.cmp(a));
+        let mut preempted: Vec<JobId> = Vec::new();
+        let mut still_blocked: BTreeMap<JobId, Time> = BTreeMap::new();
+        for (_, _, id) in order {
+            let job = view.job(id);
+            let tenant = job.spec.tenant.index();
+            let gpus = job.spec.gpus;
+            let Some(how) = fit(q, &held, tenant, gpus) else {
+                let limit = q.ceiling[tenant].iter().copied().max().unwrap_or(0);
+                decision.waiting.push((
+                    id,
+                    WaitReason::TenantAtLimit {
+                        tenant: job.spec.tenant,
+                        held: held.tenant[tenant].iter().sum(),
+                        limit,
+                    },
+                ));
+                continue;
+            };
+            let ty = match how {
+                Fit::WithinQuota(ty) | Fit::Borrowing(ty) => ty,
+            };
+            let of_type = |n: cotenant_core::NodeId| view.cluster.node(n).gpu_type.index() == ty;
+            let placed = match free.place(gpus, self.placement, of_type) {
+                Ok(chosen) => Ok(chosen),
+                Err(reason) if matches!(how, Fit::WithinQuota(_)) => {
+                    let since = *self.blocked_since.get(&id).unwrap_or(&now);
+                    still_blocked.insert(id, since);
+                    if now - since >= self.reclaim_grace {
+                        // Reclaim: preempt youngest jobs of tenants borrowing this type.
+                        for &(_, victim) in &youngest {
+                            if free.free_on_type(view, ty) >= gpus {
+                                break;
+                            }
+                            let vjob = view.job(victim);
+                            let vt = vjob.spec.tenant.index();
+                            let on_type =
+                                vjob.gpus.first().is_some_and(|&g| view.cluster.gpu_type_of(g).index() == ty);
+                            if preempted.contains(&victim)
+                                || !on_type
+                                || held.tenant[vt][ty] <= q.nominal[vt][ty]
+                            {
+                                continue;
+                            }
+                            preempted.push(victim);
+                            free.give_back(&vjob.gpus);
+                            held.sub(q, vt, ty, vjob.gpus.len() as u32);
+                            decision.actions.push(Action::Preempt { job: victim });
+                        }
+                        free.place(gpus, self.placement, of_type)
+                    } else {
+                        Err(reason)
+                    }
+                }
+                Err(reason) => Err(reason),
+            };
+            match placed {
+                Ok(chosen) => {
+                    still_blocked.remove(&id);
+                    held.add(q, tenant, ty, gpus);
+                    decision.actions.push(Action::Start { job: id, gpus: chosen });
+                }
+                Err(reason) => decision.waiting.push((id, reason)),
+            }
+        }
+        self.blocked_since = still_blocked;
+        let reclaim_at =
+            self.blocked_since.values().map(|&since| since + self.reclaim_grace).filter(|&t| t > now).min();
+        let recheck = (!view.pending.is_empty()).then(|| now + self.check_interval);
+        self.next_check = match (reclaim_at, recheck) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        decision
+    }
+
+    fn next_round(&self, _now: Time) -> Option<Time> {
+        self.next_check
+    }
+}
+
+/// Free GPUs of one type in a scratch map.
+trait FreeOfType {
+    fn free_on_type(&self, view: &ClusterView<'_>, ty: usize) -> u32;
+}
+
+impl FreeOfType for FreeMap<'_> {
+    fn free_on_type(&self, view: &ClusterView<'_>, ty: usize) -> u32 {
+        (0..view.cluster.node_count())
+            .map(|n| cotenant_core::NodeId(n as u32))
+            .filter(|&n| view.cluster.node(n).gpu_type.index() == ty)
+            .map(|n| self.free_on(n))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cotenant_core::{Cluster, ClusterSpec, Command, Engine, Input, JobSpec, TenantSpec};
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    /// A tiny world for driving the engine: jobs run at rate 1 (work = seconds),
+    /// preempted jobs keep their progress.
+    struct World {
+        engine: Engine,
+        jobs: Vec<JobSpec>,
+        left_s: Vec<f64>,
+        started_at: Vec<Option<Time>>,
+        now: Time,
+    }
+
+    impl World {
+        fn new(
+            cluster: ClusterSpec,
+            tenants: Vec<TenantSpec>,
+            config: QuotaConfig,
+            jobs: Vec<JobSpec>,
+        ) -> World {
+            let policy =
+                Kueue::new(Placement::Consolidated, config, DEFAULT_RECLAIM_GRACE, DEFAULT_CHECK_INTERVAL);
+            let engine = Engine::new(Cluster::new(cluster).unwrap(), tenants, Box::new(policy), 0);
+            let left_s = jobs.iter().map(|j| j.work).collect();
+            let n = jobs.len();
+            World { engine, jobs, left_s, started_at: vec![None; n], now: Time::ZERO }
+        }
+
+        fn apply(&mut self, commands: Vec<Command>) {
+            for c in commands {
+                match c {
+                    Command::Start { job, .. } => self.started_at[job.index()] = Some(self.now),
+                    Command::Stop { job, .. } => {
+                        let at = self.started_at[job.index()].take().expect("was running");
+                        self.left_s[job.index()] -= (self.now - at).as_secs_f64();
+                    }
+                    Command::End { .. } => {}
+                }
+            }
+        }
+
+        fn next_finish(&self) -> Option<(Time, JobId)> {
+            self.started_at
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| {
+                    s.map(|s| (s + Span::from_secs_f64_ceil(self.left_s[i]), JobId(i as u32)))
+                })
+                .min()
+        }
+
+        /// Runs to completion, calling `check` after every step.
+        fn run(&mut self, mut check: impl FnMut(&Engine, Time)) {
+            let mut next_arrival = 0;
+            for _ in 0..100_000 {
+                let arrival = self.jobs.get(next_arrival).map(|j| j.arrival);
+                let finish = self.next_finish();
+                let wake = self.engine.next_wakeup();
+                let Some(now) = [arrival, finish.map(|f| f.0), wake].into_iter().flatten().min() else {
+                    return;
+                };
+                self.now = now;
+                let mut inputs = Vec::new();
+                if let Some((_, job)) = finish.filter(|f| f.0 == now) {
+                    self.started_at[job.index()] = None;
+                    self.left_s[job.index()] = 0.0;
+                    inputs.push(Input::JobFinished { job });
+                }
+                while self.jobs.get(next_arrival).is_some_and(|j| j.arrival == now) {
+                    inputs.push(Input::JobSubmitted(self.jobs[next_arrival].clone()));
+                    next_arrival += 1;
+                }
+                if wake == Some(now) {
+                    inputs.push(Input::Wakeup);
+                }
+                let commands = self.engine.step(now, Input::Batch(inputs));
+                self.apply(commands);
+                assert!(self.engine.violations().is_empty(), "{:?}", self.engine.violations());
+                check(&self.engine, now);
+            }
+            panic!("did not finish");
+        }
+    }
+
+    fn queue(tenant: &str, cohort: &str, nominal: &[(&str, u32)], limit: &[(&str, u32)]) -> QueueSpec {
+        QueueSpec {
+            tenant: tenant.into(),
+            cohort: cohort.into(),
+            weight: 1.0,
+            nominal: nominal.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
+            borrowing_limit: limit.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
+        }
+    }
+
+    fn job(id: u32, tenant: u32, at_s: u64, gpus: u32, secs: f64) -> JobSpec {
+        JobSpec::new(id, tenant, Time::from_secs(at_s), gpus, secs)
+    }
+
+    #[test]
+    fn borrower_is_reclaimed_after_the_grace_period() {
+        // a and b each own 2 GPUs; a borrows b's while b is idle; b arrives at 100 s.
+        let config = QuotaConfig {
+            queues: vec![queue("a", "c", &[("v100", 2)], &[]), queue("b", "c", &[("v100", 2)], &[])],
+        };
+        let jobs = vec![job(0, 0, 0, 2, 10_000.0), job(1, 0, 0, 2, 10_000.0), job(2, 1, 100, 2, 50.0)];
+        let tenants = vec![TenantSpec::new("a"), TenantSpec::new("b")];
+        let mut world = World::new(ClusterSpec::homogeneous("v100", 1, 4), tenants, config, jobs);
+        let mut b_started = None;
+        world.run(|engine, now| {
+            if b_started.is_none() && engine.running().contains(&JobId(2)) {
+                b_started = Some(now);
+            }
+        });
+        assert_eq!(b_started, Some(Time::from_secs(100) + DEFAULT_RECLAIM_GRACE));
+    }
+
+    #[test]
+    fn borrowing_limit_caps_holdings() {
+        let config = QuotaConfig { queues: vec![queue("a", "c", &[("v100", 1)], &[("v100", 1)])] };
+        let jobs: Vec<JobSpec> = (0..4).map(|i| job(i, 0, 0, 1, 100.0)).collect();
+        let mut world =
+            World::new(ClusterSpec::homogeneous("v100", 1, 4), vec![TenantSpec::new("a")], config, jobs);
+        world.run(|engine, _| assert!(engine.tenant_gpus()[0] <= 2));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+        /// Random tenants (quota, limit, cohort) and jobs on 2 GPU types.
+        #[test]
+        fn quotas_hold_under_random_mixes(
+            tenants in prop::collection::vec((0u32..4, 0u32..4, prop::option::of(0u32..3), 0usize..2), 1..5),
+            jobs in prop::collection::vec((0usize..5, 0u64..2_000, 1u32..4, 10u32..3_000), 1..30),
+        ) {
+            let types = ["v100", "k80"];
+            let per_type = 8u32;
+            // Scale nominal quotas so they fit the cluster.
+            let mut queues = Vec::new();
+            let mut used = [0u32; 2];
+            for (i, &(nominal, _, limit, cohort)) in tenants.iter().enumerate() {
+                let ty = i % 2;
+                let n = nominal.min(per_type - used[ty]);
+                used[ty] += n;
+                let limit: Vec<(&str, u32)> = limit.map(|l| (types[ty], l)).into_iter().collect();
+                queues.push(queue(&format!("t{i}"), if cohort == 0 { "x" } else { "y" }, &[(types[ty], n)], &limit));
+            }
+            let config = QuotaConfig { queues: queues.clone() };
+            let mut cluster = ClusterSpec { gpu_types: types.iter().map(|t| t.to_string()).collect(), nodes: Vec::new() };
+            cluster.add_nodes(GpuTypeId(0), 2, 4, 32, 256);
+            cluster.add_nodes(GpuTypeId(1), 2, 4, 32, 256);
+            let tenant_specs: Vec<TenantSpec> = (0..tenants.len()).map(|i| TenantSpec::new(format!("t{i}"))).collect();
+            let mut specs: Vec<JobSpec> = jobs.iter().map(|&(t, at, g, secs)| (t % tenants.len(), at, g, secs)).map(|(t, at, g, secs)| {
+                // Keep jobs admissible: within nominal, or within borrowing reach.
+                let q = &queues[t];
+                let nominal = q.nominal.values().sum::<u32>();
+                let cap = q.borrowing_limit.values().next().map_or(4, |l| nominal + l);
+                (t, at, g.min(cap.max(1)).min(4), secs)
+            }).filter(|&(t, _, g, _)| {
+                let q = &queues[t];
+                let nominal = q.nominal.values().sum::<u32>();
+                q.borrowing_limit.values().next().is_none_or(|l| g <= nominal + l)
+            }).enumerate().map(|(i, (t, at, g, secs))| job(i as u32, t as u32, at, g, secs as f64)).collect();
+            specs.sort_by_key(|j| (j.arrival, j.id));
+            for (i, j) in specs.iter_mut().enumerate() { j.id = JobId(i as u32); }
+            let jobs_total = specs.len();
+            let mut world = World::new(cluster, tenant_specs, config, specs.clone());
+            let ceiling: Vec<u32> = queues.iter().map(|q| {
+                let n: u32 = q.nominal.values().sum();
+                q.borrowing_limit.values().next().map_or(u32::MAX, |l| n + l)
+            }).collect();
+            let nominal: Vec<u32> = queues.iter().map(|q| q.nominal.values().sum()).collect();
+            let bound = DEFAULT_RECLAIM_GRACE + DEFAULT_CHECK_INTERVAL;
+            let mut starved_since: Vec<Option<Time>> = vec![None; queues.len()];
+            let mut last_held: Vec<u32> = vec![0; queues.len()];
+            let mut completed = BTreeSet::new();
+            world.run(|engine, now| {
+                for t in 0..queues.len() {
+                    let held = engine.tenant_gpus()[t];
+                    // Borrowing never exceeds its limit.
+                    assert!(held <= ceiling[t], "tenant {t} holds {held} > ceiling {}", ceiling[t]);
+                    // A tenant under quota with a job that fits in the rest of it
+                    // gets GPUs within grace + check interval.
+                    let wants = engine.pending().iter().any(|&id| {
+                        let j = engine.job(id).expect("pending job");
+                        j.spec.tenant.index() == t && held + j.spec.gpus <= nominal[t]
+                    });
+                    if !wants || held > last_held[t] {
+                        starved_since[t] = None;
+                    }
+                    if wants && starved_since[t].is_none() {
+                        starved_since[t] = Some(now);
+                    }
+                    if let Some(since) = starved_since[t] {
+                        assert!(now - since <= bound, "tenant {t} under quota waited {} since {since}", now - since);
+                    }
+                    last_held[t] = held;
+                }
+                for &id in engine.running() { let _ = id; }
+                for i in 0..jobs_total {
+                    if engine.job(JobId(i as u32)).is_some_and(|j| j.phase == cotenant_core::Phase::Completed) {
+                        completed.insert(i);
+                    }
+                }
+            });
+            // No tenant is starved: every admissible job completes.
+            prop_assert_eq!(completed.len(), jobs_total);
+        }
+    }
+}
