@@ -462,17 +462,36 @@ fn bench_json(
     }))
 }
 
+/// Relative error vs Shapley, LLMVisor and the token proxy side by side, with the ratio.
+fn print_attribution(attribution: &Value) {
+    let get = |method: &str, phase: &str, q: &str| attribution[method][phase][q].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "  attribution vs Shapley ({} iterations, {} exact): relative error, LLMVisor | token proxy | proxy/LLMVisor",
+        attribution["iterations_evaluated"], attribution["exact_iterations"]
+    );
+    for phase in ["prefill", "decode"] {
+        let samples = attribution["llmvisor"][phase]["samples"].as_u64().unwrap_or(0);
+        let cells: Vec<String> = ["p50", "p90", "p99"]
+            .iter()
+            .map(|q| {
+                let (visor, proxy) = (get("llmvisor", phase, q), get("token_proxy", phase, q));
+                format!("{q} {visor:.4} | {proxy:.4} | {:.1}x", proxy / visor)
+            })
+            .collect();
+        println!("    {phase:<7} ({samples} shares): {}", cells.join("   "));
+    }
+}
+
 fn print_percentiles(label: &str, p: &Percentiles) {
     println!("  {label:<22} p50 {:>9.1}  p90 {:>9.1}  p99 {:>9.1}", p.p50, p.p90, p.p99);
 }
 
 fn print_report(workload: &Workload, config: &ServeConfig, s: &Summary, report: &Value, windows: bool) {
     println!(
-        "== {} | {} on {} x{} (TP {}), {} replica(s), KV {} tokens/replica | {} requests ({:.2}/s) from {}",
+        "== {} | {} on {} (TP {}), {} replica(s), KV {} tokens/replica | {} requests ({:.2}/s) from {}",
         s.scheduler,
         config.model.model.name,
         config.model.gpu.name,
-        config.model.tensor_parallel,
         config.model.tensor_parallel,
         config.replicas,
         config.kv_capacity_tokens(),
@@ -514,10 +533,27 @@ fn print_report(workload: &Workload, config: &ServeConfig, s: &Summary, report: 
             100.0 * t.slo_attainment
         );
     }
-    for key in ["diagnostics", "attribution", "bench", "goodput"] {
+    for key in ["diagnostics", "bench"] {
         if let Some(value) = report.get(key).filter(|v| !v.is_null()) {
             println!("  {key}: {value}");
         }
+    }
+    if let Some(attribution) = report.get("attribution") {
+        print_attribution(attribution);
+    }
+    if let Some(goodput) = report.get("goodput") {
+        let field = |name: &str| goodput.get(name).and_then(Value::as_f64).unwrap_or(f64::NAN);
+        println!(
+            "  goodput (>= {:.0}% attainment): rate scale {:.3} = {:.2} req/s, attainment {:.1}%, {:.0} output tok/s, {:.0} total tok/s, TBT p99 {:.1} ms ({} simulations)",
+            100.0 * GOODPUT_ATTAINMENT,
+            field("rate_scale"),
+            field("requests_per_s"),
+            100.0 * field("attainment"),
+            field("output_tokens_per_s"),
+            field("total_tokens_per_s"),
+            field("tbt_p99_ms"),
+            field("simulations")
+        );
     }
     if windows {
         if let Some(Value::Array(rows)) = report.get("windows") {
