@@ -168,6 +168,7 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
         options,
         job_types: prepared.workload.job_types.clone(),
         throughputs,
+        ..PolicyParams::default()
     };
     if run.policies.is_empty() {
         bail!("--policy needs at least one policy name");

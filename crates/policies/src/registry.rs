@@ -40,6 +40,10 @@ pub struct PolicyParams {
     pub job_types: Vec<String>,
     /// Steps/s per job type and GPU type, for heterogeneity-aware policies (Gavel's).
     pub throughputs: Option<Arc<ThroughputTable>>,
+    /// Account tree for `fair-share` (tenants are its leaves); `None`: flat, by weight.
+    pub accounts: Option<crate::fairshare::AccountTree>,
+    /// Per-tenant GPU quotas, cohorts and borrowing limits for `kueue`.
+    pub quotas: Option<crate::kueue::QuotaConfig>,
 }
 
 /// The options one builder reads, tracking which it used.
@@ -118,7 +122,7 @@ pub fn policies() -> &'static [PolicyInfo] {
     &POLICIES
 }
 
-static POLICIES: [PolicyInfo; 14] = [
+static POLICIES: [PolicyInfo; 17] = [
     PolicyInfo {
         name: "fifo",
         summary: "first come first served, non-preemptive; the first job that does not fit blocks the queue",
@@ -195,6 +199,29 @@ static POLICIES: [PolicyInfo; 14] = [
         name: "max-sum-throughput-perf",
         summary: "Gavel max sum throughput: maximize total steps/s over all jobs (heterogeneity-aware); needs --throughputs (options seed=0, reset_interval=1920s)",
         build: |p, o| crate::gavel::build("max-sum-throughput-perf", Objective::MaxSumThroughput, p, o),
+    },
+    PolicyInfo {
+        name: "drf",
+        summary: "dominant resource fairness over GPUs, CPUs and memory, weighted per tenant; non-preemptive",
+        build: |p, _| Ok(Box::new(crate::drf::Drf { placement: p.placement })),
+    },
+    PolicyInfo {
+        name: "fair-share",
+        summary: "Slurm classic fair share F = 2^(-U/S) on the account tree (--tenant-config), usage half-life (option half_life=7d)",
+        build: |p, o| {
+            let half_life = o.span("half_life", crate::fairshare::DEFAULT_HALF_LIFE)?;
+            Ok(Box::new(crate::fairshare::FairShare::new(p.placement, half_life, p.accounts.clone())))
+        },
+    },
+    PolicyInfo {
+        name: "kueue",
+        summary: "Kueue-style quotas per GPU type (--tenant-config): borrowing up to a limit, reclaim of youngest borrowers (options reclaim_grace=60s, check_interval=60s)",
+        build: |p, o| {
+            let grace = o.span("reclaim_grace", crate::kueue::DEFAULT_RECLAIM_GRACE)?;
+            let check = o.span("check_interval", crate::kueue::DEFAULT_CHECK_INTERVAL)?;
+            let config = p.quotas.clone().unwrap_or_default();
+            Ok(Box::new(crate::kueue::Kueue::new(p.placement, config, grace, check)))
+        },
     },
 ];
 
