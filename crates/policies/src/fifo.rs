@@ -3,7 +3,7 @@
 use cotenant_core::placement::{FreeMap, Placement};
 use cotenant_core::{Action, ClusterView, Decision, JobId, Policy, PolicyCx, Time, WaitReason};
 
-use crate::greedy::{start_in_order, SCAN_LIMIT};
+use crate::greedy::{start_in_order, TenantLedger, SCAN_LIMIT};
 
 /// First come, first served. Without backfill the first job that cannot start
 /// blocks every job behind it (strict FIFO). With EASY backfill the blocked
@@ -36,12 +36,22 @@ impl Policy for Fifo {
 fn easy_backfill(view: &ClusterView<'_>, placement: Placement) -> Decision {
     let mut decision = Decision::default();
     let mut free = FreeMap::new(view.cluster);
+    let mut ledger = TenantLedger::new(view);
     let mut pending = view.pending.iter().copied().take(SCAN_LIMIT);
-    // Phase 1: start in order until the first job that does not fit.
+    // Phase 1: start in order until the first job that does not fit. A job held
+    // back by its tenant's limit is skipped, not a head (it would block forever).
     let mut head = None;
     for id in pending.by_ref() {
-        match free.place(view.job(id).spec.gpus, placement, |_| true) {
-            Ok(gpus) => decision.actions.push(Action::Start { job: id, gpus }),
+        let gpus = view.job(id).spec.gpus;
+        if let Some(reason) = ledger.check(view, id, gpus) {
+            decision.waiting.push((id, reason));
+            continue;
+        }
+        match free.place(gpus, placement, |_| true) {
+            Ok(chosen) => {
+                ledger.add(view, id, gpus);
+                decision.actions.push(Action::Start { job: id, gpus: chosen });
+            }
             Err(reason) => {
                 decision.waiting.push((id, reason));
                 head = Some(id);
@@ -69,6 +79,10 @@ fn easy_backfill(view: &ClusterView<'_>, placement: Placement) -> Decision {
         if gpus > free.free() {
             continue;
         }
+        if let Some(reason) = ledger.check(view, id, gpus) {
+            decision.waiting.push((id, reason));
+            continue;
+        }
         let ends_before_shadow = job.spec.duration_estimate.is_some_and(|d| view.now + d <= shadow);
         let within_extra = gpus <= extra;
         if !ends_before_shadow && !within_extra {
@@ -79,6 +93,7 @@ fn easy_backfill(view: &ClusterView<'_>, placement: Placement) -> Decision {
             if !ends_before_shadow {
                 extra -= gpus;
             }
+            ledger.add(view, id, gpus);
             decision.actions.push(Action::Start { job: id, gpus: chosen });
         }
     }

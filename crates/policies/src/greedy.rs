@@ -13,22 +13,22 @@ use cotenant_core::{Action, ClusterView, Decision, JobId, WaitReason};
 pub const SCAN_LIMIT: usize = 10_000;
 
 /// GPUs each tenant would hold after this pass's decisions so far.
-struct TenantLedger {
+pub(crate) struct TenantLedger {
     held: Vec<u32>,
 }
 
 impl TenantLedger {
-    fn new(view: &ClusterView<'_>) -> TenantLedger {
+    pub(crate) fn new(view: &ClusterView<'_>) -> TenantLedger {
         TenantLedger { held: view.tenant_gpus.to_vec() }
     }
     /// Verdict if taking `gpus` more would break the tenant's hard limit.
-    fn check(&self, view: &ClusterView<'_>, id: JobId, gpus: u32) -> Option<WaitReason> {
+    pub(crate) fn check(&self, view: &ClusterView<'_>, id: JobId, gpus: u32) -> Option<WaitReason> {
         let tenant = view.job(id).spec.tenant;
         let limit = view.tenant(tenant).gpu_limit?;
         let held = self.held[tenant.index()];
         (held + gpus > limit).then_some(WaitReason::TenantAtLimit { tenant, held, limit })
     }
-    fn add(&mut self, view: &ClusterView<'_>, id: JobId, gpus: u32) {
+    pub(crate) fn add(&mut self, view: &ClusterView<'_>, id: JobId, gpus: u32) {
         self.held[view.job(id).spec.tenant.index()] += gpus;
     }
     fn sub(&mut self, view: &ClusterView<'_>, id: JobId, gpus: u32) {

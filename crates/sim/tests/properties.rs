@@ -15,6 +15,8 @@ struct Case {
     nodes: u32,
     gpus_per_node: u32,
     tenants: usize,
+    /// Hard GPU limit per tenant (`None`: unlimited).
+    limits: Vec<Option<u32>>,
     jobs: Vec<JobSpec>,
     policy: &'static str,
     overheads: Overheads,
@@ -32,7 +34,8 @@ fn case() -> impl Strategy<Value = Case> {
         |(nodes, per_node, tenants, policy, ckpt, restore, seed)| {
             let total = nodes * per_node;
             let job = (0u64..200, 1u32..=total + 1, 1u64..60, 0..tenants as u32, any::<bool>());
-            prop::collection::vec(job, 1..25).prop_map(move |mut shape| {
+            let limits = prop::collection::vec(prop::option::of(1u32..=total), tenants);
+            (prop::collection::vec(job, 1..25), limits).prop_map(move |(mut shape, limits)| {
                 shape.sort_by_key(|j| j.0);
                 let jobs = shape
                     .iter()
@@ -48,6 +51,7 @@ fn case() -> impl Strategy<Value = Case> {
                     nodes,
                     gpus_per_node: per_node,
                     tenants,
+                    limits,
                     jobs,
                     policy,
                     overheads: Overheads {
@@ -61,8 +65,14 @@ fn case() -> impl Strategy<Value = Case> {
     )
 }
 
-fn tenants(n: usize) -> Vec<TenantSpec> {
-    (0..n).map(|t| TenantSpec { weight: 1.0 + t as f64, ..TenantSpec::new(format!("t{t}")) }).collect()
+fn tenants(case: &Case) -> Vec<TenantSpec> {
+    (0..case.tenants)
+        .map(|t| TenantSpec {
+            weight: 1.0 + t as f64,
+            gpu_limit: case.limits[t],
+            ..TenantSpec::new(format!("t{t}"))
+        })
+        .collect()
 }
 
 fn run(case: &Case) -> SimResult {
@@ -70,7 +80,7 @@ fn run(case: &Case) -> SimResult {
     let config =
         SimConfig { seed: case.seed, overheads: case.overheads, record: true, ..SimConfig::default() };
     let cluster = ClusterSpec::homogeneous("v100", case.nodes, case.gpus_per_node);
-    simulate(&case.jobs, &tenants(case.tenants), cluster, policy, &ReferenceRate, &config, &mut |_| {})
+    simulate(&case.jobs, &tenants(case), cluster, policy, &ReferenceRate, &config, &mut |_| {})
         .unwrap()
 }
 
@@ -117,6 +127,14 @@ proptest! {
                 }
             }
             prop_assert!(owner.len() as u32 <= total_gpus);
+            // Tenant limits hold at every step.
+            let mut per_tenant = vec![0u32; case.tenants];
+            for job in owner.values() {
+                per_tenant[case.jobs[job.index()].tenant.index()] += 1;
+            }
+            for (t, held) in per_tenant.iter().enumerate() {
+                prop_assert!(case.limits[t].is_none_or(|limit| *held <= limit), "tenant {} over its limit", t);
+            }
         }
 
         // Every job completes, or ends with a stated reason.
@@ -126,7 +144,10 @@ proptest! {
                     let jct = record.jct().unwrap();
                     prop_assert!(jct >= Span::from_secs(spec.work as u64), "{} finished faster than its work", spec.id);
                 }
-                Outcome::Ended(_) => prop_assert!(spec.gpus > total_gpus),
+                Outcome::Ended(_) => {
+                    let limit = case.limits[spec.tenant.index()].unwrap_or(u32::MAX);
+                    prop_assert!(spec.gpus > total_gpus || spec.gpus > limit);
+                }
                 Outcome::Unfinished(why) => prop_assert!(false, "{} unfinished: {}", spec.id, why),
             }
         }
@@ -150,7 +171,7 @@ proptest! {
         let log = result.log.as_ref().unwrap();
         let cluster = Cluster::new(ClusterSpec::homogeneous("v100", case.nodes, case.gpus_per_node)).unwrap();
         let policy = build(case.policy, &PolicyParams::default()).unwrap();
-        let mut engine = Engine::new(cluster, tenants(case.tenants), policy, case.seed);
+        let mut engine = Engine::new(cluster, tenants(&case), policy, case.seed);
         for (now, input, commands) in &log.steps {
             prop_assert_eq!(&engine.step(*now, input.clone()), commands);
         }
