@@ -1,0 +1,146 @@
+//! The engine validates every action, applies only valid ones, and handles
+//! node failures; a scripted policy plays the part of a buggy or simple policy.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::VecDeque;
+
+use cotenant_core::{
+    Action, Cluster, ClusterSpec, ClusterView, Command, Decision, EndReason, Engine, GpuId, Input, JobId,
+    JobSpec, NodeId, Phase, Policy, PolicyCx, StopReason, TenantSpec, Time, Violation,
+};
+
+/// Returns pre-written decisions, one per pass.
+struct Scripted(VecDeque<Vec<Action>>);
+
+impl Policy for Scripted {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+    fn schedule(&mut self, _cx: &mut PolicyCx<'_>, _view: &ClusterView<'_>) -> Decision {
+        Decision { actions: self.0.pop_front().unwrap_or_default(), waiting: Vec::new() }
+    }
+}
+
+fn engine(script: Vec<Vec<Action>>, tenants: Vec<TenantSpec>) -> Engine {
+    let cluster = Cluster::new(ClusterSpec::homogeneous("v100", 2, 2)).unwrap();
+    Engine::new(cluster, tenants, Box::new(Scripted(script.into())), 0)
+}
+
+fn job(id: u32, gpus: u32) -> Input {
+    Input::JobSubmitted(JobSpec::new(id, 0, Time::ZERO, gpus, 10.0))
+}
+
+#[test]
+fn invalid_actions_are_refused_and_recorded() {
+    let script = vec![vec![
+        Action::Start { job: JobId(0), gpus: vec![GpuId(0)] }, // wrong count: wants 2
+        Action::Start { job: JobId(0), gpus: vec![GpuId(1), GpuId(1)] }, // same GPU twice
+        Action::Start { job: JobId(9), gpus: vec![GpuId(2)] }, // not pending
+        Action::Preempt { job: JobId(0) },                     // not running
+        Action::Start { job: JobId(0), gpus: vec![GpuId(0), GpuId(1)] }, // valid
+    ]];
+    let mut e = engine(script, vec![TenantSpec::new("a")]);
+    let commands = e.step(Time::ZERO, job(0, 2));
+    assert_eq!(commands, vec![Command::Start { job: JobId(0), gpus: vec![GpuId(0), GpuId(1)] }]);
+    assert_eq!(e.violations().len(), 4);
+    assert!(matches!(e.violations()[0], Violation::PreemptNotRunning(JobId(0))));
+    assert!(e
+        .violations()
+        .iter()
+        .any(|v| matches!(v, Violation::StartWrongGpuCount { wanted: 2, given: 1, .. })));
+    assert!(e.violations().iter().any(|v| matches!(v, Violation::StartGpusUnavailable { .. })));
+    assert!(e.violations().iter().any(|v| matches!(v, Violation::StartNotPending(JobId(9)))));
+    assert_eq!(e.cluster().free_gpus(), 2);
+}
+
+#[test]
+fn a_gpu_cannot_be_given_twice() {
+    let script = vec![
+        vec![Action::Start { job: JobId(0), gpus: vec![GpuId(0)] }],
+        vec![Action::Start { job: JobId(1), gpus: vec![GpuId(0)] }],
+    ];
+    let mut e = engine(script, vec![TenantSpec::new("a")]);
+    e.step(Time::ZERO, job(0, 1));
+    assert!(e.step(Time(1), job(1, 1)).is_empty());
+    assert!(matches!(e.violations()[0], Violation::StartGpusUnavailable { job: JobId(1), .. }));
+    assert_eq!(e.cluster().owner(GpuId(0)), Some(JobId(0)));
+}
+
+#[test]
+fn preempt_then_start_in_one_decision_reuses_the_gpus() {
+    let script = vec![
+        vec![Action::Start { job: JobId(0), gpus: vec![GpuId(0), GpuId(1), GpuId(2), GpuId(3)] }],
+        // Start listed first: the engine applies stops before starts.
+        vec![Action::Start { job: JobId(1), gpus: vec![GpuId(2)] }, Action::Preempt { job: JobId(0) }],
+    ];
+    let mut e = engine(script, vec![TenantSpec::new("a")]);
+    e.step(Time::ZERO, job(0, 4));
+    let commands = e.step(Time(5), job(1, 1));
+    assert_eq!(
+        commands,
+        vec![
+            Command::Stop { job: JobId(0), reason: StopReason::Preempted },
+            Command::Start { job: JobId(1), gpus: vec![GpuId(2)] },
+        ]
+    );
+    assert!(e.violations().is_empty());
+    let j0 = e.job(JobId(0)).unwrap();
+    assert_eq!(j0.phase, Phase::Pending);
+    assert_eq!((j0.preemptions, j0.attained_gpu_us(Time(100))), (1, 20));
+}
+
+#[test]
+fn tenant_limits_are_enforced_and_impossible_jobs_end() {
+    let script = vec![
+        vec![Action::Start { job: JobId(0), gpus: vec![GpuId(0)] }],
+        vec![Action::Start { job: JobId(1), gpus: vec![GpuId(1)] }],
+    ];
+    let tenants = vec![TenantSpec { gpu_limit: Some(1), ..TenantSpec::new("a") }];
+    let mut e = engine(script, tenants);
+    e.step(Time::ZERO, job(0, 1));
+    e.step(Time(1), job(1, 1));
+    assert!(matches!(e.violations()[0], Violation::StartOverTenantLimit { job: JobId(1), .. }));
+    // Wider than the tenant's limit, and wider than the cluster: ended at once with a reason.
+    let commands = e.step(Time(2), job(2, 2));
+    assert_eq!(
+        commands,
+        vec![Command::End { job: JobId(2), reason: EndReason::OverTenantLimit { requested: 2, limit: 1 } }]
+    );
+    let commands = e.step(Time(3), job(3, 5));
+    assert_eq!(
+        commands,
+        vec![Command::End {
+            job: JobId(3),
+            reason: EndReason::WiderThanCluster { requested: 5, cluster_gpus: 4 }
+        }]
+    );
+}
+
+#[test]
+fn node_failure_stops_its_jobs_and_takes_its_gpus_away() {
+    let script = vec![vec![
+        Action::Start { job: JobId(0), gpus: vec![GpuId(0), GpuId(1)] },
+        Action::Start { job: JobId(1), gpus: vec![GpuId(2)] },
+    ]];
+    let mut e = engine(script, vec![TenantSpec::new("a")]);
+    e.step(Time::ZERO, Input::Batch(vec![job(0, 2), job(1, 1)]));
+    let commands = e.step(Time(10), Input::NodeDown(NodeId(0)));
+    assert_eq!(commands, vec![Command::Stop { job: JobId(0), reason: StopReason::NodeDown }]);
+    assert_eq!(e.cluster().up_gpus(), 2);
+    assert_eq!(e.cluster().free_gpus(), 1);
+    assert!(e.pending().contains(&JobId(0)));
+    e.step(Time(20), Input::NodeUp(NodeId(0)));
+    assert_eq!(e.cluster().free_gpus(), 3);
+    assert!(e.step(Time(30), Input::NodeDown(NodeId(7))).is_empty());
+    assert!(matches!(e.violations()[0], Violation::UnknownNode(NodeId(7))));
+}
+
+#[test]
+fn finishing_a_job_that_is_not_running_is_a_violation() {
+    let mut e = engine(vec![], vec![TenantSpec::new("a")]);
+    e.step(Time::ZERO, job(0, 1));
+    assert!(e.step(Time(1), Input::JobFinished { job: JobId(0) }).is_empty());
+    assert!(matches!(e.violations()[0], Violation::FinishedWhileNotRunning(JobId(0))));
+    e.step(Time(2), job(0, 1));
+    assert!(matches!(e.violations()[1], Violation::DuplicateJob(JobId(0))));
+}
