@@ -55,6 +55,10 @@ pub struct RunArgs {
     /// their job type's steps/s on each GPU type, and heterogeneity-aware policies read it.
     #[arg(long, value_name = "PATH")]
     pub throughputs: Option<PathBuf>,
+    /// Tenant config (TOML, docs/tenants.md): the account tree for fair-share and the quota
+    /// queues (nominal GPUs per type, cohort, borrowing limit) for kueue.
+    #[arg(long, value_name = "PATH")]
+    pub tenant_config: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -170,6 +174,7 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
         throughputs,
         ..PolicyParams::default()
     };
+    let params = with_tenant_config(params, run)?;
     if run.policies.is_empty() {
         bail!("--policy needs at least one policy name");
     }
@@ -218,6 +223,34 @@ fn build_with_scoped_options(names: &[String], params: PolicyParams) -> Result<V
         }
     }
     Ok(built)
+}
+
+/// Adds the account tree and quota queues of `--tenant-config`, if given.
+fn with_tenant_config(mut params: PolicyParams, run: &RunArgs) -> Result<PolicyParams> {
+    let Some(path) = &run.tenant_config else { return Ok(params) };
+    let config = cotenant_trace::accounts::read_tenant_config(path)?;
+    if !config.accounts.is_empty() {
+        let specs: Vec<(String, Option<String>, f64)> =
+            config.accounts.iter().map(|a| (a.name.clone(), a.parent.clone(), a.shares)).collect();
+        let tree = cotenant_policies::fairshare::AccountTree::from_specs(&specs)
+            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        params.accounts = Some(tree);
+    }
+    if !config.queues.is_empty() {
+        let queues = config
+            .queues
+            .into_iter()
+            .map(|q| cotenant_policies::kueue::QueueSpec {
+                tenant: q.tenant,
+                cohort: q.cohort,
+                weight: q.weight,
+                nominal: q.nominal,
+                borrowing_limit: q.borrowing_limit,
+            })
+            .collect();
+        params.quotas = Some(cotenant_policies::kueue::QuotaConfig { queues });
+    }
+    Ok(params)
 }
 
 /// The table given with `--throughputs`, if any.
