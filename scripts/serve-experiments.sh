@@ -120,7 +120,7 @@ idealized case where the attribution model is the latency model.
 
 MD
   for misfit in 0 0.1 0.25; do
-    run_filtered "$f" '==|attribution' serve-sim --trace azure --attribution-eval 20 --attribution-misfit $misfit
+    run_filtered "$f" '==|attribution|shares\)' serve-sim --trace azure --attribution-eval 20 --attribution-misfit $misfit
   done
   cat >> "$f" <<'MD'
 ## Reading
