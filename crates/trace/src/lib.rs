@@ -186,8 +186,10 @@ pub fn traces_dir(explicit: Option<&Path>) -> PathBuf {
 }
 
 fn workspace_root() -> PathBuf {
-    // This crate lives at <workspace>/crates/trace.
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("..")
+    // This crate lives at <workspace>/crates/trace. Canonical when possible, so
+    // paths in messages read `/repo/data/...` rather than `.../crates/trace/../../data`.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("..");
+    root.canonicalize().unwrap_or(root)
 }
 
 pub mod accounts;
