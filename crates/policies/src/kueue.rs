@@ -12,6 +12,9 @@
 //!   within nominal quota, else the first where it may borrow. Like a
 //!   ClusterQueue, a tenant uses only the types its queue lists; a tenant with
 //!   no queue has no quota and may borrow any type.
+//! - Tenants without a queue in the config use their `gpu_quota` (the Philly
+//!   default sets it from `philly_vc.csv`) as nominal quota, split over GPU
+//!   types by size, in the cohort `default`.
 //! - Guarantees (property-tested): a tenant below its nominal quota with a
 //!   waiting job that fits in the rest of it gets GPUs within `reclaim_grace`
 //!   (plus the check interval); a tenant never holds more than nominal +
@@ -135,8 +138,27 @@ impl Kueue {
                     };
                 }
             } else {
-                // A tenant without a queue: no quota, may borrow any type.
+                // A tenant without a queue: its `gpu_quota` (if any) as nominal
+                // quota, split over types in proportion to their size; may
+                // borrow any type.
                 q.type_order[t] = (0..types.len()).collect();
+                if let Some(quota) = tenant.gpu_quota {
+                    let sizes: Vec<u32> =
+                        (0..types.len()).map(|ty| view.cluster.gpus_of_type(GpuTypeId(ty as u32))).collect();
+                    let total: u32 = sizes.iter().sum();
+                    let mut given = 0;
+                    for ty in 0..types.len() {
+                        let share =
+                            (u64::from(quota) * u64::from(sizes[ty]) / u64::from(total.max(1))) as u32;
+                        q.nominal[t][ty] = share;
+                        given += share;
+                    }
+                    if let Some(largest) =
+                        (0..types.len()).max_by_key(|&ty| (sizes[ty], std::cmp::Reverse(ty)))
+                    {
+                        q.nominal[t][largest] += quota.saturating_sub(given);
+                    }
+                }
             }
         }
         let totals: Vec<u32> =
