@@ -147,9 +147,8 @@ impl Kueue {
                         (0..types.len()).map(|ty| view.cluster.gpus_of_type(GpuTypeId(ty as u32))).collect();
                     let total: u32 = sizes.iter().sum();
                     let mut given = 0;
-                    for ty in 0..types.len() {
-                        let share =
-                            (u64::from(quota) * u64::from(sizes[ty]) / u64::from(total.max(1))) as u32;
+                    for (ty, &size) in sizes.iter().enumerate() {
+                        let share = (u64::from(quota) * u64::from(size) / u64::from(total.max(1))) as u32;
                         q.nominal[t][ty] = share;
                         given += share;
                     }
