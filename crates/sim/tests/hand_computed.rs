@@ -4,7 +4,8 @@
 
 mod common;
 
-use common::{jobs, outcome, run_with, FREE_PREEMPTION};
+use common::{jobs, outcome, run_placed, run_with, FREE_PREEMPTION};
+use cotenant_core::placement::Placement;
 use cotenant_core::Span;
 use cotenant_sim::Overheads;
 
@@ -126,4 +127,45 @@ fn tiresias_starvation_guard_promotes_waiting_jobs() {
     let r = run_with("tiresias", &opts, 1, 1, &jobs(&[(0, 1, 3), (1, 1, 5), (2, 1, 5)]), FREE_PREEMPTION);
     let jct: Vec<f64> = outcome(&r).iter().map(|o| o.0).collect();
     assert_eq!(jct, vec![6.0, 9.0, 11.0]);
+}
+
+#[test]
+fn fifo_consolidated_placement_on_two_nodes() {
+    // 2 nodes x 2 GPUs. J0 and J1 (1 GPU each) best-fit onto node 0; J2 (2 GPUs) gets
+    // node 1 at 1 and runs 1-6; J3 (2 GPUs) at 2 finds no room until J2 ends: 6-9.
+    let shape = [(0, 1, 10), (0, 1, 4), (1, 2, 5), (2, 2, 3)];
+    let r = run_with("fifo", &[], 2, 2, &jobs(&shape), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(10.0, 0.0, 0), (4.0, 0.0, 0), (5.0, 0.0, 0), (7.0, 4.0, 0)]);
+}
+
+#[test]
+fn strict_consolidation_waits_where_consolidated_spans_nodes() {
+    // 2 nodes x 2 GPUs, FIFO. At 0: J0 (1 GPU) -> node 0, J1 (2 GPUs) -> node 1, J2 (1 GPU)
+    // -> node 0. J1 ends at 3; J3 (1 GPU, arrived 1) takes a GPU of node 1, 3-11. J4 (2 GPUs,
+    // arrived 2) waits. At 6 J2 ends: one free GPU on each node.
+    // Consolidated: J4 spans both nodes, 6-8 (JCT 6). Strict: it waits for a whole node:
+    // node 0 empties when J0 ends at 10, so 10-12 (JCT 10).
+    let shape = [(0, 1, 10), (0, 2, 3), (0, 1, 6), (1, 1, 8), (2, 2, 2)];
+    let loose = run_with("fifo", &[], 2, 2, &jobs(&shape), FREE_PREEMPTION);
+    let expected = vec![(10.0, 0.0, 0), (3.0, 0.0, 0), (6.0, 0.0, 0), (10.0, 2.0, 0), (6.0, 4.0, 0)];
+    assert_eq!(outcome(&loose), expected);
+    let strict = run_placed("fifo", &[], Placement::StrictConsolidated, 2, 2, &jobs(&shape), FREE_PREEMPTION);
+    assert_eq!(outcome(&strict)[4], (10.0, 8.0, 0));
+}
+
+#[test]
+fn srtf_preempts_a_wide_job_for_two_short_ones() {
+    // Two GPUs. At 1, J1 (2 s) and J2 (3 s) both beat J0's 9 s left and take a GPU each:
+    // J0 (2 GPUs) is preempted. At 3 only one GPU is free: J0 still waits. J2 ends at 4,
+    // J0 resumes and its 9 s end at 13.
+    let r = run_with("srtf", &[], 1, 2, &jobs(&[(0, 2, 10), (1, 1, 2), (1, 1, 3)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(13.0, 0.0, 1), (2.0, 0.0, 0), (3.0, 0.0, 0)]);
+}
+
+#[test]
+fn las_wide_job_yields_its_gpus_to_a_newcomer() {
+    // Two GPUs, quantum 100 s. At 4, J0 has 8 GPU-s and J1 none: J1 takes one GPU, and J0
+    // (needs both) is preempted; one GPU idles 4-7. J0 resumes at 7 with 6 s left: ends 13.
+    let r = run_with("las", &[("quantum", "100s")], 1, 2, &jobs(&[(0, 2, 10), (4, 1, 3)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(13.0, 0.0, 1), (3.0, 0.0, 0)]);
 }

@@ -80,8 +80,7 @@ fn run(case: &Case) -> SimResult {
     let config =
         SimConfig { seed: case.seed, overheads: case.overheads, record: true, ..SimConfig::default() };
     let cluster = ClusterSpec::homogeneous("v100", case.nodes, case.gpus_per_node);
-    simulate(&case.jobs, &tenants(case), cluster, policy, &ReferenceRate, &config, &mut |_| {})
-        .unwrap()
+    simulate(&case.jobs, &tenants(case), cluster, policy, &ReferenceRate, &config, &mut |_| {}).unwrap()
 }
 
 proptest! {

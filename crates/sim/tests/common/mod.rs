@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use cotenant_core::placement::Placement;
 use cotenant_core::{ClusterSpec, JobSpec, Span, TenantSpec, Time};
 use cotenant_policies::{build, PolicyParams};
 use cotenant_sim::{simulate, Overheads, ReferenceRate, SimConfig, SimResult};
@@ -28,7 +29,20 @@ pub fn run_with(
     jobs: &[JobSpec],
     overheads: Overheads,
 ) -> SimResult {
+    run_placed(policy, options, Placement::default(), nodes, gpus_per_node, jobs, overheads)
+}
+
+pub fn run_placed(
+    policy: &str,
+    options: &[(&str, &str)],
+    placement: Placement,
+    nodes: u32,
+    gpus_per_node: u32,
+    jobs: &[JobSpec],
+    overheads: Overheads,
+) -> SimResult {
     let params = PolicyParams {
+        placement,
         options: options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
         ..PolicyParams::default()
     };
