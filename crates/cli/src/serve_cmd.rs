@@ -452,6 +452,21 @@ fn bench_json(
         );
     }
     let per_call_us = started.elapsed().as_secs_f64() / calls as f64 * 1e6;
+    // The simulator's own path: roofline terms already computed when the batch was timed.
+    let mut own = Vec::new();
+    config.model.iteration_s_with_own(&batch, &mut own);
+    let started = Instant::now();
+    for i in 0..calls {
+        cotenant_serve::attribution::llmvisor_shares_with_own(
+            &config.model,
+            &batch,
+            &own,
+            20_000_000 + i,
+            &mut scratch,
+            &mut shares,
+        );
+    }
+    let split_only_us = started.elapsed().as_secs_f64() / calls as f64 * 1e6;
     Ok(json!({
         "requests": workload.requests.len(),
         "wall_s": wall_s,
@@ -459,6 +474,7 @@ fn bench_json(
         "iterations_per_s": result.iterations as f64 / wall_s,
         "requests_per_s_wall": workload.requests.len() as f64 / wall_s,
         "attribution_us_per_iteration_64_requests": per_call_us,
+        "attribution_split_us_per_iteration_64_requests": split_only_us,
     }))
 }
 

@@ -24,6 +24,18 @@ pub const MAX_EXACT_SHAPLEY: usize = 12;
 /// LLMVisor shares in seconds of the model's iteration time (sums to `iteration_s`
 /// up to rounding). `out` is overwritten.
 pub fn llmvisor_shares_s(model: &Roofline, entries: &[BatchEntry], out: &mut Vec<f64>) {
+    let own: Vec<f64> = entries.iter().map(|e| model.entry_s(*e)).collect();
+    llmvisor_shares_with_own_s(model, entries, &own, out);
+}
+
+/// [`llmvisor_shares_s`] with each entry's own term already computed (the simulator
+/// has them from timing the batch).
+pub fn llmvisor_shares_with_own_s(
+    model: &Roofline,
+    entries: &[BatchEntry],
+    own_s: &[f64],
+    out: &mut Vec<f64>,
+) {
     out.clear();
     if entries.is_empty() {
         return;
@@ -37,9 +49,9 @@ pub fn llmvisor_shares_s(model: &Roofline, entries: &[BatchEntry], out: &mut Vec
         if tokens > 0 { (shared.linear_excess_s + shared.allreduce_bytes_s) / tokens as f64 } else { 0.0 };
     let per_row_s =
         if rows > 0 { (shared.lm_head_floor_s + shared.lm_head_excess_s) / rows as f64 } else { 0.0 };
-    out.extend(entries.iter().map(|e| {
+    out.extend(entries.iter().zip(own_s).map(|(e, own)| {
         let row_s = if e.emits_token { per_row_s } else { 0.0 };
-        equal_s + per_token_s * f64::from(e.new_tokens) + row_s + model.entry_s(*e)
+        equal_s + per_token_s * f64::from(e.new_tokens) + row_s + own
     }));
 }
 
@@ -67,6 +79,19 @@ pub fn exact_split_ns(shares_s: &[f64], batch_ns: u64, out: &mut Vec<u64>) {
         remainder -= 1;
         index += 1;
     }
+}
+
+/// LLMVisor shares in nanoseconds summing exactly to `batch_ns`, from precomputed own terms.
+pub fn llmvisor_shares_with_own(
+    model: &Roofline,
+    entries: &[BatchEntry],
+    own_s: &[f64],
+    batch_ns: u64,
+    scratch: &mut Vec<f64>,
+    out: &mut Vec<u64>,
+) {
+    llmvisor_shares_with_own_s(model, entries, own_s, scratch);
+    exact_split_ns(scratch, batch_ns, out);
 }
 
 /// LLMVisor shares in nanoseconds summing exactly to `batch_ns`.

@@ -11,7 +11,7 @@ use std::collections::BinaryHeap;
 use cotenant_core::{Span, TenantSpec, Time};
 use cotenant_perf::{BatchEntry, Roofline};
 
-use crate::attribution::{llmvisor_shares, AttributionErrors, AttributionEval};
+use crate::attribution::{llmvisor_shares_with_own, AttributionErrors, AttributionEval};
 use crate::kv::{KvPool, KvStats};
 use crate::metrics::Histogram;
 use crate::request::{Request, RequestId, Workload};
@@ -128,6 +128,8 @@ struct Replica {
     batch_ids: Vec<RequestId>,
     batch_entries: Vec<BatchEntry>,
     batch_prefill: Vec<bool>,
+    /// Each batch entry's own roofline term, kept from timing the batch for attribution.
+    batch_own_s: Vec<f64>,
     busy: bool,
     batch_span: Span,
     outstanding_tokens: u64,
@@ -169,6 +171,7 @@ pub fn simulate(workload: &Workload, config: &ServeConfig) -> Result<ServeResult
                 batch_ids: Vec::new(),
                 batch_entries: Vec::new(),
                 batch_prefill: Vec::new(),
+                batch_own_s: Vec::new(),
                 busy: false,
                 batch_span: Span::ZERO,
                 outstanding_tokens: 0,
@@ -333,7 +336,7 @@ impl Run {
         if replica.batch_entries.is_empty() {
             return None;
         }
-        let duration_s = world.model.iteration_s(&replica.batch_entries);
+        let duration_s = world.model.iteration_s_with_own(&replica.batch_entries, &mut replica.batch_own_s);
         let duration = Span::from_secs_f64_ceil(duration_s).max(Span(1));
         replica.busy = true;
         replica.batch_span = duration;
@@ -540,9 +543,10 @@ impl Run {
     fn attribute(&mut self, world: &World<'_>, replica: &Replica) {
         let started = self.iterations; // a cheap, deterministic sampling clock
         let duration_ns = replica.batch_span.0 * 1_000;
-        llmvisor_shares(
+        llmvisor_shares_with_own(
             world.model,
             &replica.batch_entries,
+            &replica.batch_own_s,
             duration_ns,
             &mut self.share_scratch,
             &mut self.share_ns,
