@@ -63,6 +63,9 @@ struct Quotas {
     cohort_capacity: Vec<Vec<u32>>,
     /// Type order per tenant: types it has quota for first, in config order.
     type_order: Vec<Vec<usize>>,
+    /// The tenant's hard GPU limit over all types (`TenantSpec::gpu_limit`; the
+    /// engine refuses any start past it).
+    hard_limit: Vec<u32>,
 }
 
 /// The quota policy.
@@ -111,6 +114,7 @@ impl Kueue {
             ceiling: vec![vec![u32::MAX; types.len()]; tenants],
             cohort_capacity: Vec::new(),
             type_order: vec![Vec::new(); tenants],
+            hard_limit: view.tenants.iter().map(|t| t.gpu_limit.unwrap_or(u32::MAX)).collect(),
         };
         for (t, tenant) in view.tenants.iter().enumerate() {
             let spec = self.config.queues.iter().find(|s| s.tenant == tenant.name);
@@ -220,6 +224,10 @@ enum Fit {
 }
 
 fn fit(q: &Quotas, h: &Holdings, tenant: usize, gpus: u32) -> Option<Fit> {
+    let held: u32 = h.tenant[tenant].iter().sum();
+    if held.saturating_add(gpus) > q.hard_limit[tenant] {
+        return None;
+    }
     let order = &q.type_order[tenant];
     if let Some(&ty) =
         order.iter().find(|&&ty| gpus > 0 && h.tenant[tenant][ty] + gpus <= q.nominal[tenant][ty])
