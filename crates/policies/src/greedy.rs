@@ -3,8 +3,6 @@
 //! preempt the rest (preemptive). A policy supplies the order; the pass supplies
 //! placement, tenant limits and verdicts.
 
-use std::collections::BTreeSet;
-
 use cotenant_core::placement::{FreeMap, Placement};
 use cotenant_core::{Action, ClusterView, Decision, JobId, WaitReason};
 
@@ -99,9 +97,10 @@ pub fn preemptive_pass<K: Ord + Copy>(
         ledger.sub(view, id, view.job(id).spec.gpus);
     }
     let smallest_waiting = smallest_waiting.unwrap_or(0);
-    let mut keep: BTreeSet<JobId> = BTreeSet::new();
+    // keep[i]: the i-th running job (in key order) stays.
+    let mut keep = vec![false; running.len()];
     let mut to_start: Vec<JobId> = Vec::new();
-    let mut running_iter = running.iter().copied().peekable();
+    let mut running_iter = running.iter().copied().enumerate().map(|(i, (k, id))| (k, id, i)).peekable();
     let mut waiting = waiting.peekable();
     let mut waiting_examined = 0usize;
     let mut waiting_cut = false;
@@ -109,13 +108,17 @@ pub fn preemptive_pass<K: Ord + Copy>(
         waiting_cut |= capacity < smallest_waiting || waiting_examined >= SCAN_LIMIT;
         let next_waiting = if waiting_cut { None } else { waiting.peek() };
         let take_running = match (running_iter.peek(), next_waiting) {
-            (Some(r), Some(w)) => r <= w,
+            (Some(r), Some(w)) => (r.0, r.1) <= *w,
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (None, None) => break,
         };
-        let next = if take_running { running_iter.next() } else { waiting.next() };
-        let Some((_, id)) = next else { break };
+        let next = if take_running {
+            running_iter.next().map(|(_, id, i)| (id, Some(i)))
+        } else {
+            waiting.next().map(|(_, id)| (id, None))
+        };
+        let Some((id, running_index)) = next else { break };
         if !take_running {
             waiting_examined += 1;
         }
@@ -134,16 +137,15 @@ pub fn preemptive_pass<K: Ord + Copy>(
         }
         capacity -= gpus;
         ledger.add(view, id, gpus);
-        if take_running {
-            keep.insert(id);
-        } else {
-            to_start.push(id);
+        match running_index {
+            Some(i) => keep[i] = true,
+            None => to_start.push(id),
         }
     }
     // Running jobs not chosen stop: each was examined, or ranks below a full cluster.
     let mut free = FreeMap::new(view.cluster);
-    for &(_, id) in &running {
-        if !keep.contains(&id) {
+    for (&(_, id), kept) in running.iter().zip(&keep) {
+        if !kept {
             free.give_back(&view.job(id).gpus);
             decision.actions.push(Action::Preempt { job: id });
         }
