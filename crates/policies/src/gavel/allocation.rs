@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use cotenant_core::JobId;
 
 use super::pyrandom::PyRandom;
-use super::solver::{solve, Floor, Problem, SolveError};
+use super::solver::{max_min_reaches, solve, Floor, Problem, SolveError};
 
 /// What the allocation policies need to know about one active job.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,8 +67,10 @@ impl Objective {
 /// Search bounds of Gavel's min-total-duration bisection, in seconds.
 const MIN_TOTAL_DURATION_LOW_S: f64 = 100.0;
 const MIN_TOTAL_DURATION_HIGH_S: f64 = 1_000_000.0;
-/// Bisection steps on rho for finish-time fairness (relative width 2^-45).
+/// Most bisection steps on rho for finish-time fairness.
 const FTF_BISECTION_STEPS: usize = 45;
+/// Bisection on rho stops when the bracket is this narrow (relative).
+const FTF_RELATIVE_TOLERANCE: f64 = 1e-7;
 
 /// Computes allocations; holds the state Gavel's base FIFO and finish-time
 /// fairness keep across calls.
@@ -252,6 +254,32 @@ fn central_max_min(
     Ok((scatter(jobs.len(), capacity.len(), &present, &rows, &solution.x), solution.t.unwrap_or(0.0)))
 }
 
+/// Whether the max-min value for `coef` reaches `threshold` (early exit).
+fn max_min_at_least(
+    jobs: &[AllocJob],
+    capacity: &[u32],
+    coef: impl Fn(usize, usize) -> f64,
+    threshold: f64,
+) -> Result<bool, SolveError> {
+    let (present, caps) = present_types(capacity);
+    let rows: Vec<usize> = (0..jobs.len()).filter(|&i| present.iter().any(|&t| coef(i, t) > 0.0)).collect();
+    if rows.is_empty() || present.is_empty() {
+        return Ok(true);
+    }
+    let scale: Vec<f64> = rows.iter().map(|&i| jobs[i].scale_factor.max(1) as f64).collect();
+    let c: Vec<f64> =
+        rows.iter().flat_map(|&i| present.iter().map(move |&t| (i, t))).map(|(i, t)| coef(i, t)).collect();
+    let problem = Problem {
+        jobs: rows.len(),
+        types: present.len(),
+        scale: &scale,
+        capacity: &caps,
+        linear: None,
+        floor: Floor::MaxMin { coef: &c },
+    };
+    max_min_reaches(&problem, threshold)
+}
+
 /// Throughput of each job with a share of every type proportional to its
 /// size, `n_j / N` (Gavel's `ProportionalPolicy`).
 fn proportional_throughputs(jobs: &[AllocJob], capacity: &[u32]) -> Vec<f64> {
@@ -342,30 +370,33 @@ fn finish_time_fairness(
             f64::INFINITY
         }
     };
-    let feasible_at = |s: f64| -> Result<Option<Vec<Vec<f64>>>, SolveError> {
-        if (0..jobs.len()).any(|i| needed(i, s).is_infinite() && isolated_finish[i].is_finite()) {
-            return Ok(None);
-        }
-        let (x, t) = central_max_min(jobs, capacity, |i, ty| {
+    let rates = &rates;
+    let coef_at = |s: f64| {
+        move |i: usize, ty: usize| {
             let need = needed(i, s);
             if need.is_finite() && need > 0.0 {
                 rates[i][ty] / need
             } else {
                 rates[i][ty]
             }
-        })?;
-        Ok((t >= 1.0).then_some(x))
+        }
+    };
+    let feasible_at = |s: f64| -> Result<bool, SolveError> {
+        if (0..jobs.len()).any(|i| needed(i, s).is_infinite() && isolated_finish[i].is_finite()) {
+            return Ok(false);
+        }
+        max_min_at_least(jobs, capacity, coef_at(s), 1.0)
     };
     let mut high = 1.0;
-    let mut best = None;
+    let mut found = false;
     for _ in 0..60 {
-        if let Some(x) = feasible_at(high)? {
-            best = Some(x);
+        if feasible_at(high)? {
+            found = true;
             break;
         }
         high *= 2.0;
     }
-    let Some(mut best) = best else {
+    if !found {
         // Gavel falls back to the isolated allocation.
         return Ok(jobs
             .iter()
@@ -378,21 +409,24 @@ fn finish_time_fairness(
                 share.iter().map(|x| x / row).collect()
             })
             .collect());
-    };
+    }
     let mut low = (0..jobs.len())
         .filter(|&i| isolated_finish[i].is_finite() && isolated_finish[i] > 0.0)
         .map(|i| jobs[i].secs_since_arrival / isolated_finish[i])
         .fold(0.0, f64::max);
     for _ in 0..FTF_BISECTION_STEPS {
+        if high - low <= FTF_RELATIVE_TOLERANCE * high {
+            break;
+        }
         let mid = 0.5 * (low + high);
-        match feasible_at(mid)? {
-            Some(x) => {
-                high = mid;
-                best = x;
-            }
-            None => low = mid,
+        if feasible_at(mid)? {
+            high = mid;
+        } else {
+            low = mid;
         }
     }
+    // The central allocation at the smallest rho found feasible.
+    let (best, _) = central_max_min(jobs, capacity, coef_at(high))?;
     Ok(best)
 }
 

@@ -68,7 +68,7 @@ pub enum SolveError {
 /// Duality-gap tolerance, relative to the objective's scale.
 const GAP_TOLERANCE: f64 = 1e-9;
 /// Barrier weight growth per outer iteration.
-const TAU_GROWTH: f64 = 8.0;
+const TAU_GROWTH: f64 = 16.0;
 /// Newton steps for one barrier weight; Newton needs ~10 from a central start.
 const MAX_NEWTON_STEPS_PER_CENTERING: usize = 60;
 /// Bound on total Newton steps (STYLE: a limit on everything).
@@ -102,6 +102,42 @@ pub fn solve(problem: &Problem<'_>, start: Option<&[f64]>) -> Result<Solution, S
     }
     let t = matches!(problem.floor, Floor::MaxMin { .. }).then_some(state.t);
     Ok(Solution { x: state.x.iter().map(|v| v.clamp(0.0, 1.0)).collect(), t, newton_steps: steps })
+}
+
+/// Whether the max-min optimum of `problem` (a [`Floor::MaxMin`]) is at least
+/// `threshold`, stopping as soon as the path proves it either way: an interior
+/// iterate with `t >= threshold` is a witness; `t + constraints / tau <
+/// threshold` bounds the optimum below it (the central path's duality gap).
+pub fn max_min_reaches(problem: &Problem<'_>, threshold: f64) -> Result<bool, SolveError> {
+    check(problem)?;
+    if !matches!(problem.floor, Floor::MaxMin { .. }) {
+        return Err(SolveError::Malformed("max_min_reaches needs a MaxMin floor"));
+    }
+    if problem.jobs == 0 {
+        return Ok(true);
+    }
+    let (m, n) = (problem.jobs, problem.types);
+    let constraints = (m * n + n + 2 * m) as f64;
+    let mut state = State::new(problem, None)?;
+    let mut steps = 0usize;
+    let mut tau = 1.0;
+    loop {
+        let budget = MAX_NEWTON_STEPS_PER_CENTERING.min(MAX_NEWTON_STEPS.saturating_sub(steps));
+        let (taken, stalled) = state.center(problem, tau, budget)?;
+        steps += taken;
+        if state.t >= threshold {
+            return Ok(true);
+        }
+        // The bound holds on the central path; the iterate is (nearly) centred.
+        if state.t + 2.0 * constraints / tau < threshold {
+            return Ok(false);
+        }
+        let scale = state.t.abs().max(1e-3);
+        if stalled || constraints / tau < GAP_TOLERANCE * scale {
+            return Ok(state.t >= threshold * (1.0 - 1e-9));
+        }
+        tau *= TAU_GROWTH;
+    }
 }
 
 fn check(p: &Problem<'_>) -> Result<(), SolveError> {
@@ -463,13 +499,32 @@ fn cholesky_solve(l: &[f64], n: usize, b: &mut [f64]) {
     }
 }
 
+/// Most GPU types inverted without heap allocation.
+const SMALL_TYPES: usize = 8;
+
 fn invert_spd(a: &[f64], n: usize, out: &mut [f64]) {
-    let mut l = a.to_vec();
-    cholesky(&mut l, n);
-    for col in 0..n {
+    if n > SMALL_TYPES {
+        let mut l = a.to_vec();
+        cholesky(&mut l, n);
         let mut e = vec![0.0; n];
+        for col in 0..n {
+            e.fill(0.0);
+            e[col] = 1.0;
+            cholesky_solve(&l, n, &mut e);
+            for row in 0..n {
+                out[row * n + col] = e[row];
+            }
+        }
+        return;
+    }
+    let mut l = [0.0; SMALL_TYPES * SMALL_TYPES];
+    l[..n * n].copy_from_slice(&a[..n * n]);
+    cholesky(&mut l[..n * n], n);
+    let mut e = [0.0; SMALL_TYPES];
+    for col in 0..n {
+        e[..n].fill(0.0);
         e[col] = 1.0;
-        cholesky_solve(&l, n, &mut e);
+        cholesky_solve(&l[..n * n], n, &mut e[..n]);
         for row in 0..n {
             out[row * n + col] = e[row];
         }

@@ -1,0 +1,169 @@
+//! Benchmarks Gavel's allocation policies and writes a Gavel-format trace.
+//!
+//! ```console
+//! $ cargo run --release -p cotenant-policies --example gavel_bench
+//! $ cargo run --release -p cotenant-policies --example gavel_bench -- --write-trace /tmp/gavel-1000.trace
+//! ```
+//!
+//! The first form times one allocation (the optimization Gavel runs when jobs
+//! arrive or leave) of every optimization policy for 100, 1,000 and 10,000
+//! active jobs on 3 GPU types (V100, P100, K80; N/4 GPUs of each), with job
+//! types and scale factors drawn as Gavel's generator draws them. The second
+//! writes a 1,000-job trace in Gavel's 10-column format from cotenant's
+//! synthetic generator (Gavel's duration and GPU-count distributions, Poisson
+//! arrivals), steps = duration x the job type's V100 rate, as Gavel's
+//! `generate_job` does; time it with `cotenant sim --trace gavel:<file>`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use cotenant_core::JobId;
+use cotenant_perf::throughput::{JobTypeKey, ThroughputTable};
+use cotenant_policies::gavel::{AllocJob, Allocator, Objective};
+
+const OBJECTIVES: [(&str, Objective); 6] = [
+    ("max-min-fairness", Objective::MaxMinFairness { perf: false }),
+    ("max-min-fairness-perf", Objective::MaxMinFairness { perf: true }),
+    ("finish-time-fairness-perf", Objective::FinishTimeFairness { perf: true }),
+    ("min-total-duration-perf", Objective::MinTotalDuration),
+    ("max-sum-throughput-perf", Objective::MaxSumThroughput),
+    ("fifo-perf", Objective::Fifo { perf: true }),
+];
+const TYPES: [&str; 3] = ["v100", "p100", "k80"];
+
+/// splitmix64: a tiny seeded stream for the benchmark's draws.
+struct Stream(u64);
+impl Stream {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Gavel's scale factors: 70% 1, 10% 2, 15% 4, 5% 8.
+fn scale_factor(u: f64) -> u32 {
+    match u {
+        u if u < 0.70 => 1,
+        u if u < 0.80 => 2,
+        u if u < 0.95 => 4,
+        _ => 8,
+    }
+}
+
+/// Job types with a rate on all three GPU types at scale factor `sf`.
+fn types_with(table: &ThroughputTable, sf: u32) -> Vec<JobTypeKey> {
+    let idx: Vec<usize> = TYPES.iter().filter_map(|t| table.gpu_type_index(t)).collect();
+    table
+        .job_types()
+        .filter(|k| {
+            k.scale_factor == sf && idx.iter().all(|&i| table.consolidated(k, i).is_some_and(|r| r > 0.0))
+        })
+        .cloned()
+        .collect()
+}
+
+fn jobs(table: &ThroughputTable, n: usize, seed: u64) -> Vec<AllocJob> {
+    let idx: Vec<usize> =
+        TYPES.iter().map(|t| table.gpu_type_index(t).expect("table has v100, p100, k80")).collect();
+    let mut s = Stream(seed);
+    (0..n)
+        .map(|i| {
+            let mut sf = scale_factor(s.next());
+            let mut candidates = types_with(table, sf);
+            if candidates.is_empty() {
+                sf = 1;
+                candidates = types_with(table, 1);
+            }
+            let key = &candidates[(s.next() * candidates.len() as f64) as usize % candidates.len()];
+            let rates: Vec<f64> = idx.iter().map(|&t| table.consolidated(key, t).unwrap_or(0.0)).collect();
+            AllocJob {
+                id: JobId(i as u32),
+                steps_per_s: rates.clone(),
+                scale_factor: sf,
+                weight: 1.0,
+                steps_remaining: (rates[0] * 3600.0 * (1.0 + 20.0 * s.next())).ceil(),
+                secs_since_arrival: 3600.0 * s.next(),
+            }
+        })
+        .collect()
+}
+
+fn bench(table: &ThroughputTable) {
+    let names: Vec<String> = TYPES.iter().map(|t| t.to_string()).collect();
+    println!("| policy | 100 jobs | 1,000 jobs | 10,000 jobs |");
+    println!("|---|---:|---:|---:|");
+    for (name, objective) in OBJECTIVES {
+        let mut cells = Vec::new();
+        for n in [100usize, 1_000, 10_000] {
+            let jobs = jobs(table, n, 42);
+            let capacity = vec![(n / 4) as u32; 3];
+            let mut allocator = Allocator::new(objective, 0);
+            let started = Instant::now();
+            let x = allocator.allocate(&jobs, &capacity, &names).expect("allocation solves");
+            let elapsed = started.elapsed().as_secs_f64();
+            assert_eq!(x.len(), n);
+            cells.push(if elapsed < 1.0 {
+                format!("{:.1} ms", elapsed * 1e3)
+            } else {
+                format!("{elapsed:.2} s")
+            });
+        }
+        println!("| {name} | {} |", cells.join(" | "));
+    }
+}
+
+fn write_trace(table: &ThroughputTable, path: &PathBuf, jobs: usize, rate: f64, seed: u64) {
+    let spec = cotenant_trace::SyntheticSpec::parse(&format!("jobs={jobs},rate={rate}/h,seed={seed}"))
+        .expect("valid synthetic spec");
+    let mut workload = cotenant_trace::generate(&spec);
+    let v100 = table.gpu_type_index("v100").expect("table has v100");
+    let mut s = Stream(seed);
+    let mut names: Vec<String> = Vec::new();
+    for job in &mut workload.jobs {
+        let mut candidates = types_with(table, job.gpus);
+        if candidates.is_empty() {
+            job.gpus = 1;
+            candidates = types_with(table, 1);
+        }
+        let key = &candidates[(s.next() * candidates.len() as f64) as usize % candidates.len()];
+        let index = names.iter().position(|n| n == &key.model).unwrap_or_else(|| {
+            names.push(key.model.clone());
+            names.len() - 1
+        });
+        job.job_type = Some(index as u32);
+        // work is seconds at reference speed: steps = seconds x V100 rate.
+        job.work = (job.work * table.consolidated(key, v100).unwrap_or(1.0)).ceil();
+    }
+    workload.job_types = names;
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).expect("trace file can be created"));
+    cotenant_trace::write_gavel_trace(&workload, &mut file).expect("trace writes");
+    println!("wrote {} jobs to {}", workload.jobs.len(), path.display());
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let get = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+    let throughputs = get("--throughputs").unwrap_or_else(|| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/gavel/simulation_throughputs.json.gz").to_string()
+    });
+    let table =
+        match cotenant_trace::gavel_throughputs::read_gavel_throughputs(std::path::Path::new(&throughputs)) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("gavel_bench: {e}");
+                std::process::exit(2);
+            }
+        };
+    match get("--write-trace") {
+        Some(path) => {
+            let jobs = get("--jobs").and_then(|v| v.parse().ok()).unwrap_or(1000);
+            let rate = get("--rate").and_then(|v| v.parse().ok()).unwrap_or(2.0);
+            let seed = get("--seed").and_then(|v| v.parse().ok()).unwrap_or(1);
+            write_trace(&table, &PathBuf::from(path), jobs, rate, seed);
+        }
+        None => bench(&table),
+    }
+}
