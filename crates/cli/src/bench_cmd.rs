@@ -17,9 +17,16 @@ pub struct BenchArgs {
     /// Benchmark only the default week instead of the full Philly trace.
     #[arg(long)]
     pub week: bool,
+    /// Instead of a trace: time single scheduling decisions on a large cluster
+    /// (5,000 nodes x 8 GPUs, full, with 10,000 jobs waiting), one completion each.
+    #[arg(long)]
+    pub decision_latency: bool,
 }
 
 pub fn run(mut args: BenchArgs) -> Result<()> {
+    if args.decision_latency {
+        return decision_latency(&args.run);
+    }
     let default_trace = args.workload.trace.is_none() && args.workload.synthetic.is_none();
     if default_trace && !args.week {
         args.workload.all = true;
@@ -63,4 +70,78 @@ fn peak_rss_mib() -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+const LATENCY_NODES: u32 = 5_000;
+const LATENCY_WAITING: usize = 10_000;
+const LATENCY_SAMPLES: usize = 2_000;
+
+/// Fills a 40,000-GPU cluster with Gavel-shaped jobs (1/2/4/8 GPUs), leaves
+/// 10,000 more waiting, then completes one running job at a time and times the
+/// engine step (one scheduling pass) that follows.
+fn decision_latency(run: &RunArgs) -> Result<()> {
+    use cotenant_core::{ClusterSpec, Engine, Input, JobSpec, Span, TenantSpec, Time};
+    use rand::{Rng, SeedableRng};
+
+    let cluster_spec = ClusterSpec::homogeneous("gpu", LATENCY_NODES, 8);
+    let total_gpus = cluster_spec.total_gpus();
+    let tenants: Vec<TenantSpec> = (0..10).map(|t| TenantSpec::new(format!("t{t}"))).collect();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(run.seed);
+    let mut jobs = Vec::new();
+    let mut demand = 0u64;
+    while demand < u64::from(total_gpus) * 2 || jobs.len() < LATENCY_WAITING {
+        let gpus = match rng.random_range(0..100) {
+            0..70 => 1,
+            70..80 => 2,
+            80..95 => 4,
+            _ => 8,
+        };
+        let secs = rng.random_range(60..86_400u64);
+        let mut job = JobSpec::new(jobs.len() as u32, rng.random_range(0..10), Time::ZERO, gpus, secs as f64);
+        job.duration_estimate = Some(Span::from_secs(secs));
+        demand += u64::from(gpus);
+        jobs.push(job);
+    }
+    println!("cluster: {LATENCY_NODES} nodes x 8 = {total_gpus} GPUs; {} jobs submitted at once", jobs.len());
+    println!("| policy | first pass (ms) | waiting | p50 (µs) | p99 (µs) | max (µs) | decisions/s |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let prepared = crate::workload::Prepared {
+        workload: cotenant_trace::Workload::default(),
+        kind: None,
+        cluster: cluster_spec.clone(),
+        cluster_rule: String::new(),
+        notes: Vec::new(),
+    };
+    for policy in build_policies(run, &prepared)? {
+        let name = policy.name();
+        let cluster = cotenant_core::Cluster::new(cluster_spec.clone())?;
+        let mut engine = Engine::new(cluster, tenants.clone(), policy, run.seed);
+        let started = Instant::now();
+        engine.step(Time::ZERO, Input::Batch(jobs.iter().cloned().map(Input::JobSubmitted).collect()));
+        let first_ms = started.elapsed().as_secs_f64() * 1e3;
+        let mut samples = Vec::with_capacity(LATENCY_SAMPLES);
+        for i in 0..LATENCY_SAMPLES {
+            let now = Time::from_secs(i as u64 + 1);
+            let running: Vec<_> = engine.running().iter().copied().collect();
+            if running.is_empty() {
+                break;
+            }
+            let victim = running[rng.random_range(0..running.len())];
+            let started = Instant::now();
+            engine.step(now, Input::JobFinished { job: victim });
+            samples.push(started.elapsed().as_secs_f64() * 1e6);
+        }
+        samples.sort_by(f64::total_cmp);
+        let at = |p: f64| samples[((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1];
+        let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+        println!(
+            "| {name} | {first_ms:.1} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            engine.pending().len(),
+            at(0.5),
+            at(0.99),
+            samples.last().copied().unwrap_or(0.0),
+            1e6 / mean
+        );
+    }
+    Ok(())
 }
