@@ -73,6 +73,10 @@ pub struct SimArgs {
     /// Write one CSV row per job and policy to this file.
     #[arg(long, value_name = "PATH")]
     pub jobs_csv: Option<PathBuf>,
+    /// Explain one job: print, under each policy, when it waited and why, ran, was
+    /// preempted and finished. JOB is its id (the `job` column of --jobs-csv).
+    #[arg(long, value_name = "JOB")]
+    pub explain: Option<u32>,
     /// Worker threads (default: all cores). Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -84,7 +88,13 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
     let prepared = prepare(&args.workload)?;
     let policies = build_policies(&args.run, &prepared)?;
-    let config = sim_config(&args.run)?;
+    let mut config = sim_config(&args.run)?;
+    if let Some(job) = args.explain {
+        if job as usize >= prepared.workload.jobs.len() {
+            bail!("--explain {job}: the workload has jobs 0..{}", prepared.workload.jobs.len());
+        }
+        config.watch = Some(cotenant_core::JobId(job));
+    }
     let rates = rate_model(&args.run, &prepared)?;
     let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
     let outcomes: Vec<Result<(SimResult, f64)>> = policies
@@ -120,6 +130,9 @@ pub fn run(args: SimArgs) -> Result<()> {
     writeln!(out, "\n{}", comparison_table(&summaries, Some(&walls)).render())?;
     writeln!(out, "Mean JCT by tenant (share = GPU-time share under {}):", summaries[0].policy)?;
     writeln!(out, "{}", tenant_table(&summaries).render())?;
+    if let Some(job) = args.explain {
+        writeln!(out, "{}", explain(&prepared, job, &results))?;
+    }
     for note in &prepared.notes {
         writeln!(out, "note: {note}")?;
     }
@@ -284,12 +297,55 @@ pub fn sim_config(run: &RunArgs) -> Result<SimConfig> {
         share_window: parse_span("--share-window")(&run.share_window)?,
         record: false,
         horizon: None,
+        watch: None,
         max_steps: None,
     })
 }
 
 fn parse_span(flag: &'static str) -> impl Fn(&str) -> Result<Span> {
     move |text| Span::parse(text).map_err(|e| anyhow!("{flag}: {e}"))
+}
+
+/// A job's history under each policy, times relative to its arrival.
+fn explain(prepared: &Prepared, job: u32, results: &[SimResult]) -> String {
+    use cotenant_core::Phase;
+    use cotenant_report::human_duration;
+    let spec = &prepared.workload.jobs[job as usize];
+    let line = prepared.workload.lines.get(job as usize).copied().unwrap_or(0);
+    let mut text = format!(
+        "Job {job} ({} line {line}): tenant {}, {} GPUs, {:.0} s of work, arrives at {}\n",
+        prepared.workload.source,
+        prepared.workload.tenants[spec.tenant.index()].name,
+        spec.gpus,
+        spec.work,
+        human_duration(spec.arrival.as_secs_f64()),
+    );
+    for result in results {
+        text.push_str(&format!("  {}:\n", result.policy));
+        for point in &result.watched {
+            let at = format!("+{}", human_duration((point.at - spec.arrival).as_secs_f64()));
+            let what = match point.phase {
+                Phase::Pending => match point.verdict {
+                    Some(verdict) => format!("waiting: {verdict}"),
+                    None => "waiting: not yet considered (jobs ahead of it in the policy's order come first)"
+                        .to_string(),
+                },
+                Phase::Running => {
+                    let cluster = cotenant_core::Cluster::new(prepared.cluster.clone());
+                    let nodes = cluster.map_or(0, |c| {
+                        let mut nodes: Vec<_> = point.gpus.iter().map(|g| c.node_of(*g)).collect();
+                        nodes.dedup();
+                        nodes.len()
+                    });
+                    format!("running on {} GPUs across {nodes} node(s)", point.gpus.len())
+                }
+                Phase::Completed => "completed".to_string(),
+                Phase::Ended(reason) => format!("ended: {reason}"),
+            };
+            text.push_str(&format!("    {at:>9}  {what}\n"));
+        }
+    }
+    text
 }
 
 fn describe(prepared: &Prepared) -> String {

@@ -166,3 +166,18 @@ fn policies_lists_every_baseline() {
         assert!(text.lines().any(|l| l.split_whitespace().next() == Some(name)), "{name} missing:\n{text}");
     }
 }
+
+#[test]
+fn explain_follows_one_job_under_each_policy() {
+    let out = cotenant(&["sim", "--policy", "fifo,srtf", "--explain", "4318"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let explained = text.split("Job 4318").nth(1).expect("explanation printed");
+    assert!(explained.contains("fifo:") && explained.contains("srtf:"), "{text}");
+    assert!(explained.contains("waiting: needs 1 GPUs, 0 free"), "{text}");
+    assert_eq!(explained.matches("completed").count(), 2, "{text}");
+
+    let out = cotenant(&["sim", "--explain", "999999"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--explain 999999: the workload has jobs 0..6391"), "{}", stderr(&out));
+}

@@ -5,8 +5,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use cotenant_core::{
-    Cluster, ClusterError, ClusterSpec, Command, EndReason, Engine, EngineStats, Input, JobId, JobSpec,
-    Policy, Span, TenantId, TenantSpec, Time, Violation,
+    Cluster, ClusterError, ClusterSpec, Command, EndReason, Engine, EngineStats, GpuId, Input, JobId,
+    JobSpec, Phase, Policy, Span, TenantId, TenantSpec, Time, Violation, WaitReason,
 };
 
 use crate::rates::RateModel;
@@ -24,6 +24,9 @@ pub struct SimConfig {
     pub record: bool,
     /// Stop at this time; jobs still in the system end `Unfinished`.
     pub horizon: Option<Time>,
+    /// Follow one job: record every change of its phase, GPUs or wait verdict
+    /// (`SimResult::watched`), to explain why it waited.
+    pub watch: Option<JobId>,
     /// Most engine steps a run may take (a limit on everything): a policy that
     /// livelocks (preempting jobs before they keep any progress) stops here and
     /// its remaining jobs end `Unfinished`, saying so. `None`: 1,000 per job + 1M.
@@ -38,6 +41,7 @@ impl Default for SimConfig {
             share_window: Span::from_secs(3600),
             record: false,
             horizon: None,
+            watch: None,
             max_steps: None,
         }
     }
@@ -116,6 +120,17 @@ pub struct SimResult {
     pub events: u64,
     pub engine: EngineStats,
     pub log: Option<RunLog>,
+    /// The watched job's history (see `SimConfig::watch`).
+    pub watched: Vec<WatchPoint>,
+}
+
+/// The watched job's state from `at` on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WatchPoint {
+    pub at: Time,
+    pub phase: Phase,
+    pub gpus: Vec<GpuId>,
+    pub verdict: Option<WaitReason>,
 }
 
 /// How far a run has got, for progress bars.
@@ -183,6 +198,7 @@ struct Run<'a> {
     now: Time,
     step_limit_hit: bool,
     log: Option<RunLog>,
+    watched: Vec<WatchPoint>,
 }
 
 impl<'a> Run<'a> {
@@ -229,6 +245,7 @@ impl<'a> Run<'a> {
             now: Time::ZERO,
             step_limit_hit: false,
             log: config.record.then(RunLog::default),
+            watched: Vec::new(),
         }
     }
 
@@ -329,6 +346,7 @@ impl<'a> Run<'a> {
         if let (Some(log), Some(input)) = (&mut self.log, logged_input) {
             log.steps.push((now, input, commands));
         }
+        self.watch(now);
         if !reports.is_empty() {
             let input = Input::Batch(reports);
             if let Some(log) = &mut self.log {
@@ -384,6 +402,19 @@ impl<'a> Run<'a> {
                 self.done += 1;
                 None
             }
+        }
+    }
+
+    /// Records the watched job's state if it changed.
+    fn watch(&mut self, now: Time) {
+        let Some(state) = self.config.watch.and_then(|id| self.engine.job(id)) else { return };
+        let point =
+            WatchPoint { at: now, phase: state.phase, gpus: state.gpus.clone(), verdict: state.verdict };
+        let changed = self.watched.last().is_none_or(|last| {
+            (last.phase, &last.gpus, last.verdict) != (point.phase, &point.gpus, point.verdict)
+        });
+        if changed {
+            self.watched.push(point);
         }
     }
 
@@ -445,6 +476,7 @@ impl<'a> Run<'a> {
             events: self.events,
             engine: self.engine.stats(),
             log: self.log,
+            watched: self.watched,
         })
     }
 }

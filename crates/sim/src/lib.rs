@@ -13,7 +13,9 @@ pub mod rates;
 pub mod usage;
 pub mod world;
 
-pub use driver::{simulate, JobRecord, Outcome, RunLog, SimConfig, SimError, SimProgress, SimResult};
+pub use driver::{
+    simulate, JobRecord, Outcome, RunLog, SimConfig, SimError, SimProgress, SimResult, WatchPoint,
+};
 pub use metrics::{summarize, Distribution, Summary, TenantSummary};
 pub use rates::{RateModel, ReferenceRate};
 pub use world::Overheads;
