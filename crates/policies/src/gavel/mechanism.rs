@@ -18,6 +18,11 @@
 //!   (priority, deficit, allocation), each at most once, while it fits.
 //! - A job that is scheduled again on the same GPU type keeps its GPUs (lease
 //!   extension: no stop, no restore); others are preempted and restarted.
+//!
+//! Steps left are read from the engine's progress (`JobState::work_done`), which
+//! the world keeps exact with `Input::Progress` reports on every start and stop
+//! (the simulator does); without them a round would be planned as if every job
+//! still had all its work left.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
