@@ -117,16 +117,24 @@ mode, and the policy files of the same tree), not from tuning:
 Residual differences. The first two are our best explanation from reading the code; ECOS is
 not available here to compare iterates, so they are not verified:
 
-- **min-total-duration-perf (+4.6% makespan).** Gavel bisects T with a feasibility
+- **min-total-duration-perf (makespan).** Gavel bisects T with a feasibility
   problem (`Maximize(1)`) and keeps ECOS's answer for the smallest feasible T. With a
   constant objective ECOS stops as soon as its residuals are small, somewhere between its
   starting point and the analytic centre; cotenant returns the analytic centre of the same
   feasible set (the bisection on T itself is replayed exactly). Which interior point is
   used shifts time between jobs that are not on the critical path, and so the makespan.
-- **max-min-fairness, agnostic (-1.8%).** Here every job's share is fixed and only its
+- **max-min-fairness, agnostic.** Here every job's share is fixed and only its
   split across V100 and K80 is free; ECOS's point and the exact centre differ slightly in
   that split, and which type a job gets time on changes its speed.
-- **fifo on small_test (-0.5%)** and the others (< 1%): cotenant lets a job that keeps its
+- **Solver tolerance.** An interior-point answer keeps tiny positive entries (about 1e-9)
+  where the optimum has zeros, and Gavel's priorities (X / time fraction) turn them into an
+  order among the jobs that fill leftover GPUs. cotenant keeps them too: rounding them to
+  zero moves small_test max-min-fairness-perf from 644.0 s to 714.7 s. How tiny they are
+  depends on where each solver stops, so the policies with many near-zero entries
+  (min-total-duration, the agnostic ones) move by a few percent with solver tolerances
+  (min-total-duration's makespan was 5,919 s with a barrier weight growing 8x per step
+  instead of 16x), in Gavel as here.
+- **fifo on small_test** and the others (< 1%): cotenant lets a job that keeps its
   GPUs into the next round run on through the gap between its last step and the round's
   end (under a second), where Gavel idles it; and the first round's start time after an
   idle gap is its real start, where Gavel measures from the end of the previous round.
