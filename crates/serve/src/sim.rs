@@ -84,6 +84,10 @@ pub enum ServeError {
     RequestTooLarge { request: usize, tokens: u64, capacity: u64 },
     #[error("no replicas")]
     NoReplicas,
+    #[error("request {request} arrives before request {previous}: requests must be sorted by arrival")]
+    Unsorted { request: usize, previous: usize },
+    #[error("request {request} has {prompt_tokens} prompt and {output_tokens} output tokens; both must be at least 1")]
+    EmptyRequest { request: usize, prompt_tokens: u32, output_tokens: u32 },
 }
 
 /// Service (VTC units: prompt tokens + 2 x output tokens) per tenant in one window,
@@ -234,7 +238,14 @@ fn validate(workload: &Workload, config: &ServeConfig) -> Result<u64, ServeError
     }
     // Rounded down to whole blocks; a request's blocks must fit alone.
     let capacity = capacity / u64::from(config.kv_block_tokens) * u64::from(config.kv_block_tokens);
+    if let Some(index) = workload.requests.windows(2).position(|pair| pair[1].arrival < pair[0].arrival) {
+        return Err(ServeError::Unsorted { request: index + 1, previous: index });
+    }
     for (index, request) in workload.requests.iter().enumerate() {
+        if request.prompt_tokens == 0 || request.output_tokens == 0 {
+            let (prompt_tokens, output_tokens) = (request.prompt_tokens, request.output_tokens);
+            return Err(ServeError::EmptyRequest { request: index, prompt_tokens, output_tokens });
+        }
         let tokens = u64::from(request.prompt_tokens) + u64::from(request.output_tokens);
         if tokens > capacity {
             return Err(ServeError::RequestTooLarge { request: index, tokens, capacity });
@@ -353,8 +364,8 @@ impl Run {
         self.admit_waiting(world, replica, now, &mut budget);
         // Liveness guard: a replica with nothing running never idles with work waiting.
         if replica.batch_entries.is_empty() && replica.running.is_empty() && !replica.waiting.is_empty() {
-            let mut one_token_budget = replica.limits.token_budget.max(1);
-            self.admit(world, replica, now, 0, u32::MAX, &mut one_token_budget);
+            let mut budget = replica.limits.token_budget.max(1);
+            self.admit(world, replica, now, 0, u32::MAX, &mut budget);
         }
     }
 
@@ -377,11 +388,12 @@ impl Run {
             let tokens = if seq.in_prefill() {
                 let cx = sched_cx!(world, &self.seqs, replica, now, *budget);
                 let cap = replica.scheduler.running_chunk_cap(&cx, id);
-                seq.prefill_left().min(*budget).min(cap.max(1))
+                seq.prefill_left().min(*budget).min(cap)
             } else {
                 1
             };
-            if self.reserve_blocks(world, replica, id, tokens) {
+            // A cap of 0 from the scheduler: this prefill sits out one iteration.
+            if tokens > 0 && self.reserve_blocks(world, replica, id, tokens) {
                 self.push_entry(replica, id, tokens);
                 *budget -= tokens;
             }
