@@ -20,7 +20,8 @@
 //!   (plus the check interval); a tenant never holds more than nominal +
 //!   borrowing limit of a type; every admissible job eventually runs.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use cotenant_core::placement::{FreeMap, Placement};
 use cotenant_core::{
@@ -156,9 +157,7 @@ impl Kueue {
                         q.nominal[t][ty] = share;
                         given += share;
                     }
-                    if let Some(largest) =
-                        (0..types.len()).max_by_key(|&ty| (sizes[ty], std::cmp::Reverse(ty)))
-                    {
+                    if let Some(largest) = (0..types.len()).max_by_key(|&ty| (sizes[ty], Reverse(ty))) {
                         q.nominal[t][largest] += quota.saturating_sub(given);
                     }
                 }
@@ -253,88 +252,49 @@ impl Policy for Kueue {
         self.resolve(view);
         let q = self.quotas.as_ref().expect("resolved");
         let now = view.now;
-        let mut held = Holdings::new(view, q);
-        let mut free = FreeMap::new(view.cluster);
-        let mut decision = Decision::default();
-        // Admission order: within-quota jobs by arrival, then borrowing jobs by
-        // their tenant's weighted borrowed share, then arrival.
-        let mut order: Vec<(bool, f64, JobId)> = view
-            .pending_jobs()
-            .map(|job| {
-                let t = job.spec.tenant.index();
-                let within = matches!(fit(q, &held, t, job.spec.gpus), Some(Fit::WithinQuota(_)));
-                let share = held.borrowed(q, t) as f64 / q.weight[t];
-                (!within, if within { 0.0 } else { share }, job.id())
-            })
-            .collect();
-        order.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
         // Running jobs youngest first, for reclaim.
         let mut youngest: Vec<(Time, JobId)> = view.running_jobs().map(|j| (j.phase_since, j.id())).collect();
         youngest.sort_by(|a, b| b.cmp(a));
-        let mut preempted: Vec<JobId> = Vec::new();
-        let mut still_blocked: BTreeMap<JobId, Time> = BTreeMap::new();
-        for (_, _, id) in order {
-            let job = view.job(id);
-            let tenant = job.spec.tenant.index();
-            let gpus = job.spec.gpus;
-            let Some(how) = fit(q, &held, tenant, gpus) else {
-                let limit = q.ceiling[tenant].iter().copied().max().unwrap_or(0);
-                decision.waiting.push((
-                    id,
-                    WaitReason::TenantAtLimit {
-                        tenant: job.spec.tenant,
-                        held: held.tenant[tenant].iter().sum(),
-                        limit,
-                    },
-                ));
-                continue;
-            };
-            let ty = match how {
-                Fit::WithinQuota(ty) | Fit::Borrowing(ty) => ty,
-            };
-            let of_type = |n: cotenant_core::NodeId| view.cluster.node(n).gpu_type.index() == ty;
-            let placed = match free.place(gpus, self.placement, of_type) {
-                Ok(chosen) => Ok(chosen),
-                Err(reason) if matches!(how, Fit::WithinQuota(_)) => {
-                    let since = *self.blocked_since.get(&id).unwrap_or(&now);
-                    still_blocked.insert(id, since);
-                    if now - since >= self.reclaim_grace {
-                        // Reclaim: preempt youngest jobs of tenants borrowing this type.
-                        for &(_, victim) in &youngest {
-                            if free.free_on_type(view, ty) >= gpus {
-                                break;
-                            }
-                            let vjob = view.job(victim);
-                            let vt = vjob.spec.tenant.index();
-                            let on_type =
-                                vjob.gpus.first().is_some_and(|&g| view.cluster.gpu_type_of(g).index() == ty);
-                            if preempted.contains(&victim)
-                                || !on_type
-                                || held.tenant[vt][ty] <= q.nominal[vt][ty]
-                            {
-                                continue;
-                            }
-                            preempted.push(victim);
-                            free.give_back(&vjob.gpus);
-                            held.sub(q, vt, ty, vjob.gpus.len() as u32);
-                            decision.actions.push(Action::Preempt { job: victim });
-                        }
-                        free.place(gpus, self.placement, of_type)
-                    } else {
-                        Err(reason)
-                    }
-                }
-                Err(reason) => Err(reason),
-            };
-            match placed {
-                Ok(chosen) => {
-                    still_blocked.remove(&id);
-                    held.add(q, tenant, ty, gpus);
-                    decision.actions.push(Action::Start { job: id, gpus: chosen });
-                }
-                Err(reason) => decision.waiting.push((id, reason)),
+        let mut pass = Pass {
+            view,
+            q,
+            now,
+            placement: self.placement,
+            grace: self.reclaim_grace,
+            blocked_since: &self.blocked_since,
+            held: Holdings::new(view, q),
+            free: FreeMap::new(view.cluster),
+            decision: Decision::default(),
+            youngest,
+            preempted: Vec::new(),
+            still_blocked: BTreeMap::new(),
+        };
+        // First, jobs within their tenant's nominal quota, by arrival.
+        let mut borrowing: BTreeMap<usize, VecDeque<JobId>> = BTreeMap::new();
+        for job in view.pending_jobs() {
+            let t = job.spec.tenant.index();
+            if matches!(fit(q, &pass.held, t, job.spec.gpus), Some(Fit::WithinQuota(_))) {
+                pass.admit(job.id());
+            } else {
+                borrowing.entry(t).or_default().push_back(job.id());
             }
         }
+        // Then borrowing jobs: the tenant with the least borrowed GPUs per unit
+        // of weight goes next, re-ranked after every admission (weighted fair
+        // share within the cohort). Shares are finite and >= 0, so their bit
+        // patterns order like the numbers.
+        let share = |held: &Holdings, t: usize| (held.borrowed(q, t) as f64 / q.weight[t]).to_bits();
+        let mut heap: BinaryHeap<Reverse<(u64, usize)>> =
+            borrowing.keys().map(|&t| Reverse((share(&pass.held, t), t))).collect();
+        while let Some(Reverse((_, t))) = heap.pop() {
+            let Some(queue) = borrowing.get_mut(&t) else { continue };
+            let Some(id) = queue.pop_front() else { continue };
+            pass.admit(id);
+            if !queue.is_empty() {
+                heap.push(Reverse((share(&pass.held, t), t)));
+            }
+        }
+        let Pass { decision, still_blocked, .. } = pass;
         self.blocked_since = still_blocked;
         let reclaim_at =
             self.blocked_since.values().map(|&since| since + self.reclaim_grace).filter(|&t| t > now).min();
@@ -348,6 +308,87 @@ impl Policy for Kueue {
 
     fn next_round(&self, _now: Time) -> Option<Time> {
         self.next_check
+    }
+}
+
+/// The mutable state of one scheduling pass.
+struct Pass<'v, 'a> {
+    view: &'v ClusterView<'a>,
+    q: &'v Quotas,
+    now: Time,
+    placement: Placement,
+    grace: Span,
+    blocked_since: &'v BTreeMap<JobId, Time>,
+    held: Holdings,
+    free: FreeMap<'a>,
+    decision: Decision,
+    youngest: Vec<(Time, JobId)>,
+    preempted: Vec<JobId>,
+    still_blocked: BTreeMap<JobId, Time>,
+}
+
+impl Pass<'_, '_> {
+    /// Starts `id` if its tenant may use a type and it can be placed there;
+    /// reclaims borrowed GPUs for a within-quota job blocked past the grace period.
+    fn admit(&mut self, id: JobId) {
+        let (view, q) = (self.view, self.q);
+        let job = view.job(id);
+        let tenant = job.spec.tenant.index();
+        let gpus = job.spec.gpus;
+        let Some(how) = fit(q, &self.held, tenant, gpus) else {
+            let nominal: u32 = q.nominal[tenant].iter().sum();
+            let held = self.held.tenant[tenant].iter().sum();
+            self.decision
+                .waiting
+                .push((id, WaitReason::TenantAtLimit { tenant: job.spec.tenant, held, limit: nominal }));
+            return;
+        };
+        let ty = match how {
+            Fit::WithinQuota(ty) | Fit::Borrowing(ty) => ty,
+        };
+        let of_type = |n: cotenant_core::NodeId| view.cluster.node(n).gpu_type.index() == ty;
+        let placed = match self.free.place(gpus, self.placement, of_type) {
+            Ok(chosen) => Ok(chosen),
+            Err(reason) if matches!(how, Fit::WithinQuota(_)) => {
+                let since = *self.blocked_since.get(&id).unwrap_or(&self.now);
+                self.still_blocked.insert(id, since);
+                if self.now - since >= self.grace {
+                    self.reclaim(ty, gpus);
+                    self.free.place(gpus, self.placement, of_type)
+                } else {
+                    Err(reason)
+                }
+            }
+            Err(reason) => Err(reason),
+        };
+        match placed {
+            Ok(chosen) => {
+                self.still_blocked.remove(&id);
+                self.held.add(q, tenant, ty, gpus);
+                self.decision.actions.push(Action::Start { job: id, gpus: chosen });
+            }
+            Err(reason) => self.decision.waiting.push((id, reason)),
+        }
+    }
+
+    /// Preempts the youngest jobs of tenants borrowing type `ty` until `gpus` are free.
+    fn reclaim(&mut self, ty: usize, gpus: u32) {
+        let (view, q) = (self.view, self.q);
+        for &(_, victim) in &self.youngest {
+            if self.free.free_on_type(view, ty) >= gpus {
+                break;
+            }
+            let vjob = view.job(victim);
+            let vt = vjob.spec.tenant.index();
+            let on_type = vjob.gpus.first().is_some_and(|&g| view.cluster.gpu_type_of(g).index() == ty);
+            if self.preempted.contains(&victim) || !on_type || self.held.tenant[vt][ty] <= q.nominal[vt][ty] {
+                continue;
+            }
+            self.preempted.push(victim);
+            self.free.give_back(&vjob.gpus);
+            self.held.sub(q, vt, ty, vjob.gpus.len() as u32);
+            self.decision.actions.push(Action::Preempt { job: victim });
+        }
     }
 }
 
@@ -493,6 +534,31 @@ mod tests {
         let mut world =
             World::new(ClusterSpec::homogeneous("v100", 1, 4), vec![TenantSpec::new("a")], config, jobs);
         world.run(|engine, _| assert!(engine.tenant_gpus()[0] <= 2));
+    }
+
+    #[test]
+    fn borrowing_is_shared_by_weight_within_a_cohort() {
+        // An idle lender owns 6 GPUs; a (weight 2) and b (weight 1) own 1 each and
+        // queue many 1-GPU jobs at once: the 6 spare GPUs go 4 to a, 2 to b.
+        let mut a = queue("a", "c", &[("v100", 1)], &[]);
+        a.weight = 2.0;
+        let config = QuotaConfig {
+            queues: vec![a, queue("b", "c", &[("v100", 1)], &[]), queue("lender", "c", &[("v100", 6)], &[])],
+        };
+        let mut jobs = Vec::new();
+        for i in 0..16u32 {
+            jobs.push(job(i, i % 2, 0, 1, 1000.0));
+        }
+        let tenants = vec![TenantSpec::new("a"), TenantSpec::new("b"), TenantSpec::new("lender")];
+        let mut world = World::new(ClusterSpec::homogeneous("v100", 1, 8), tenants, config, jobs);
+        let mut first = None;
+        world.run(|engine, _| {
+            if first.is_none() {
+                first = Some(engine.tenant_gpus().to_vec());
+            }
+        });
+        // 1 nominal + 4 borrowed for a, 1 + 2 for b.
+        assert_eq!(first, Some(vec![5, 3, 0]));
     }
 
     proptest! {
