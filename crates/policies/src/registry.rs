@@ -162,42 +162,42 @@ static POLICIES: [PolicyInfo; 17] = [
     },
     PolicyInfo {
         name: "gavel-fifo",
-        summary: "Gavel's FIFO in 360 s rounds (allocation as Gavel's base FIFO, types drawn with its random stream); needs --throughputs (options seed=0, reset_interval=1920s)",
+        summary: "Gavel's FIFO in 360 s rounds (allocation as Gavel's base FIFO, types drawn with its random stream); reads --throughputs (options seed=0, reset_interval=1920s)",
         build: |p, o| crate::gavel::build("gavel-fifo", Objective::Fifo { perf: false }, p, o),
     },
     PolicyInfo {
         name: "fifo-perf",
-        summary: "Gavel FIFO, heterogeneity-aware: each job in arrival order takes the fastest GPU type with room; 360 s rounds; needs --throughputs (options seed=0, reset_interval=1920s)",
+        summary: "Gavel FIFO, heterogeneity-aware: each job in arrival order takes the fastest GPU type with room; 360 s rounds; reads --throughputs (options seed=0, reset_interval=1920s)",
         build: |p, o| crate::gavel::build("fifo-perf", Objective::Fifo { perf: true }, p, o),
     },
     PolicyInfo {
         name: "max-min-fairness",
-        summary: "Gavel max-min fairness (LAS), heterogeneity-agnostic: equal time shares weighted by priority and scale factor; needs --throughputs (options seed=0, reset_interval=1920s)",
+        summary: "Gavel max-min fairness (LAS), heterogeneity-agnostic: equal time shares weighted by priority and scale factor; reads --throughputs (options seed=0, reset_interval=1920s)",
         build: |p, o| crate::gavel::build("max-min-fairness", Objective::MaxMinFairness { perf: false }, p, o),
     },
     PolicyInfo {
         name: "max-min-fairness-perf",
-        summary: "Gavel max-min fairness, heterogeneity-aware: maximize the minimum throughput relative to an equal share; needs --throughputs (options seed=0, reset_interval=1920s)",
+        summary: "Gavel max-min fairness, heterogeneity-aware: maximize the minimum throughput relative to an equal share; reads --throughputs (options seed=0, reset_interval=1920s)",
         build: |p, o| crate::gavel::build("max-min-fairness-perf", Objective::MaxMinFairness { perf: true }, p, o),
     },
     PolicyInfo {
         name: "finish-time-fairness",
-        summary: "Gavel finish-time fairness (Themis), heterogeneity-agnostic: minimize the worst rho; needs --throughputs (options seed=0, reset_interval=1920s)",
+        summary: "Gavel finish-time fairness (Themis), heterogeneity-agnostic: minimize the worst rho; reads --throughputs (options seed=0, reset_interval=1920s)",
         build: |p, o| crate::gavel::build("finish-time-fairness", Objective::FinishTimeFairness { perf: false }, p, o),
     },
     PolicyInfo {
         name: "finish-time-fairness-perf",
-        summary: "Gavel finish-time fairness (Themis), heterogeneity-aware: minimize the worst rho; needs --throughputs (options seed=0, reset_interval=1920s)",
+        summary: "Gavel finish-time fairness (Themis), heterogeneity-aware: minimize the worst rho; reads --throughputs (options seed=0, reset_interval=1920s)",
         build: |p, o| crate::gavel::build("finish-time-fairness-perf", Objective::FinishTimeFairness { perf: true }, p, o),
     },
     PolicyInfo {
         name: "min-total-duration-perf",
-        summary: "Gavel min total duration: smallest makespan at which every active job can finish (heterogeneity-aware); needs --throughputs (options seed=0, reset_interval=1920s)",
+        summary: "Gavel min total duration: smallest makespan at which every active job can finish (heterogeneity-aware); reads --throughputs (options seed=0, reset_interval=1920s)",
         build: |p, o| crate::gavel::build("min-total-duration-perf", Objective::MinTotalDuration, p, o),
     },
     PolicyInfo {
         name: "max-sum-throughput-perf",
-        summary: "Gavel max sum throughput: maximize total steps/s over all jobs (heterogeneity-aware); needs --throughputs (options seed=0, reset_interval=1920s)",
+        summary: "Gavel max sum throughput: maximize total steps/s over all jobs (heterogeneity-aware); reads --throughputs (options seed=0, reset_interval=1920s)",
         build: |p, o| crate::gavel::build("max-sum-throughput-perf", Objective::MaxSumThroughput, p, o),
     },
     PolicyInfo {

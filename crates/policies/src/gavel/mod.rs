@@ -16,6 +16,8 @@ use crate::registry::{Options, PolicyError, PolicyParams};
 
 /// Builds the Gavel policy `name` solving `objective`. Options: `seed` (0) and
 /// `reset_interval` (1920s); the round length is `--round` (360s by default).
+/// Without a throughput table, every job has rate 1 on every GPU type (the
+/// reference speed of traces whose work is seconds).
 pub fn build(
     name: &'static str,
     objective: Objective,
@@ -24,10 +26,8 @@ pub fn build(
 ) -> Result<Box<dyn Policy>, PolicyError> {
     let seed = options.u32("seed", 0)?;
     let reset_interval = options.span("reset_interval", DEFAULT_RESET_INTERVAL)?;
-    let table = params.throughputs.clone().ok_or_else(|| PolicyError::Missing {
-        policy: name.to_string(),
-        what: "a throughput table (--throughputs <simulation_throughputs.json>)".to_string(),
-    })?;
+    // Without a table every job runs at its reference speed on every type.
+    let table = params.throughputs.clone().unwrap_or_default();
     let config = GavelConfig {
         name,
         objective,
