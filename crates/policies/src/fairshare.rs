@@ -299,6 +299,40 @@ mod tests {
     }
 
     #[test]
+    fn the_tenant_that_used_less_goes_first() {
+        use cotenant_core::{Cluster, ClusterSpec, Command, Engine, Input, JobId, JobSpec, TenantSpec};
+        let tenants = vec![TenantSpec::new("heavy"), TenantSpec::new("light")];
+        let policy = FairShare::new(Placement::Consolidated, DEFAULT_HALF_LIFE, None);
+        let mut e = Engine::new(
+            Cluster::new(ClusterSpec::homogeneous("v100", 1, 2)).unwrap(),
+            tenants,
+            Box::new(policy),
+            0,
+        );
+        // heavy holds both GPUs for an hour; then each tenant queues one job.
+        e.step(
+            Time::ZERO,
+            Input::Batch(vec![Input::JobSubmitted(JobSpec::new(0, 0, Time::ZERO, 2, 3600.0))]),
+        );
+        let t = Time::from_secs(3600);
+        e.step(
+            t,
+            Input::Batch(vec![
+                Input::JobSubmitted(JobSpec::new(1, 0, t, 2, 100.0)),
+                Input::JobSubmitted(JobSpec::new(2, 1, t, 2, 100.0)),
+            ]),
+        );
+        let commands = e.step(t, Input::JobFinished { job: JobId(0) });
+        assert_eq!(
+            commands,
+            vec![Command::Start {
+                job: JobId(2),
+                gpus: vec![cotenant_core::GpuId(0), cotenant_core::GpuId(1)]
+            }]
+        );
+    }
+
+    #[test]
     fn trees_reject_bad_input() {
         assert_eq!(
             AccountTree::from_specs(&[spec("a", Some("zz"), 1.0)]),
