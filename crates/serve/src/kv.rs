@@ -116,8 +116,10 @@ impl KvPool {
     /// Publishes `hashes[from..to]` (blocks whose KV the request just computed) as cache
     /// entries it references. Each newly cached entry converts private blocks into cached
     /// ones; an entry someone else published meanwhile is referenced and the private
-    /// copy freed. Returns the private blocks given up.
-    pub fn publish(&mut self, hashes: &[u64], from: usize, to: usize) -> u64 {
+    /// copy freed. At most `held_private` blocks (the request's own) are given up, so a
+    /// prefix block size that is not a multiple of the KV block size cannot unbalance
+    /// the books. Returns the private blocks given up.
+    pub fn publish(&mut self, hashes: &[u64], from: usize, to: usize, held_private: u64) -> u64 {
         self.clock += 1;
         let mut released = 0;
         for hash in &hashes[from..to] {
@@ -133,8 +135,9 @@ impl KvPool {
                     self.entries.insert(*hash, CacheEntry { references: 1, last_use: self.clock });
                 }
             }
-            released += self.blocks_per_entry.min(self.private_blocks);
-            self.private_blocks -= self.blocks_per_entry.min(self.private_blocks);
+            let give_up = self.blocks_per_entry.min(held_private - released);
+            released += give_up;
+            self.private_blocks -= give_up;
         }
         self.check_capacity();
         released
@@ -181,7 +184,7 @@ mod tests {
         // 512-token entries over 16-token blocks: 32 blocks each; capacity 100 blocks.
         let mut pool = KvPool::new(100, 16, 512);
         assert!(pool.try_allocate(64)); // request A computed 2 entries' worth
-        assert_eq!(pool.publish(&[1, 2], 0, 2), 64);
+        assert_eq!(pool.publish(&[1, 2], 0, 2, 64), 64);
         assert_eq!(pool.used_blocks(), 64);
         assert_eq!(pool.acquire_prefix(&[1, 2, 3]), 2); // request B reuses both
         pool.release(&[1, 2]); // A finishes

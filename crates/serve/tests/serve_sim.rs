@@ -172,11 +172,12 @@ fn bundled_azure_slice_finishes_under_every_scheduler() {
 }
 
 fn arbitrary_workload() -> impl Strategy<Value = Workload> {
-    prop::collection::vec(
+    let rows = prop::collection::vec(
         (0_u32..3, 0_u64..2_000_000, 1_u32..400, 1_u32..60, prop::collection::vec(0_u64..6, 0..3)),
         1..30,
-    )
-    .prop_map(|rows| {
+    );
+    // Prefix blocks aligned with the 16-token KV blocks or not (100).
+    (rows, prop::sample::select(vec![16_u32, 64, 100, 512])).prop_map(|(rows, prefix_block_tokens)| {
         let mut requests: Vec<Request> = rows
             .into_iter()
             .map(|(tenant, arrival, prompt, output, hashes)| {
@@ -188,7 +189,7 @@ fn arbitrary_workload() -> impl Strategy<Value = Workload> {
             .collect();
         requests.sort_by_key(|r| r.arrival);
         let mut load = workload(requests, 3);
-        load.prefix_block_tokens = 64;
+        load.prefix_block_tokens = prefix_block_tokens;
         load
     })
 }
