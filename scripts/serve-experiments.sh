@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates docs/experiments/serve-*.md: every number in those files comes from the
 # commands this script runs and pastes verbatim. Usage: scripts/serve-experiments.sh [name...]
-# (names: calibration vtc attribution driftsched sarathi lookahead routers; default all).
+# (names: calibration vtc attribution driftsched sarathi lookahead routers plan; default all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p cotenant-cli
@@ -284,7 +284,34 @@ is the obvious next step; the bound is one constant in `crates/serve/src/router.
 MD
 }
 
-all=(calibration vtc attribution driftsched sarathi lookahead routers)
+plan() {
+  local f=$OUT/serve-plan.md
+  cat > "$f" <<'MD'
+# Capacity planning: GPUs for a load at an SLO
+
+`cotenant plan serve` replays the workload at the requested rate on each GPU type and
+tensor-parallel degree and finds, by simulation, the fewest replicas whose SLO
+attainment reaches the target (exponential search, then bisection). Here: the Azure
+conv trace scaled to 40 requests/s (about 7x its recorded rate), Llama-3.1-8B,
+vLLM-style FCFS behind a least-outstanding-tokens router, 90% of requests within TTFT
+2 s and TPOT 100 ms.
+
+MD
+  run "$f" plan serve --trace azure-conv --rate 40 --tp-options 1,2
+  cat >> "$f" <<'MD'
+## Reading
+
+H100 and H200 need the same count here: at this load Llama-3.1-8B's decode steps on
+either are short compared with the SLO, and the binding constraint is prefill compute,
+where the two have the same peak. A100-80G needs more than twice as many. On the large
+GPUs TP 2 costs GPUs (the all-reduces and the replica's lower parallelism outweigh the
+halved weight reads for a model this small). On L4 (24 GB, 0.3 TB/s) it is the other
+way round, 32 GPUs at TP 2 against 55 at TP 1: the weights take 16 of the 24 GB, so
+splitting them across two GPUs multiplies the KV memory each replica can batch into.
+MD
+}
+
+all=(calibration vtc attribution driftsched sarathi lookahead routers plan)
 for name in "${@:-${all[@]}}"; do
   echo "running $name" >&2
   "$name"
