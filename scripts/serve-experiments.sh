@@ -301,9 +301,9 @@ MD
   cat >> "$f" <<'MD'
 ## Reading
 
-H100 and H200 need the same count here: at this load Llama-3.1-8B's decode steps on
-either are short compared with the SLO, and the binding constraint is prefill compute,
-where the two have the same peak. A100-80G needs more than twice as many. On the large
+H100 and H200 need the same count here: they have the same compute peak, and the
+H200's extra bandwidth and memory do not change how many replicas this load needs
+(they would at a finer rate step or a tighter TPOT). A100-80G needs more than twice as many. On the large
 GPUs TP 2 costs GPUs (the all-reduces and the replica's lower parallelism outweigh the
 halved weight reads for a model this small). On L4 (24 GB, 0.3 TB/s) it is the other
 way round, 32 GPUs at TP 2 against 55 at TP 1: the weights take 16 of the 24 GB, so
