@@ -191,3 +191,32 @@ fn window_fairness(windows: &[ServiceWindow], weights: &[f64], total_service: &[
     };
     Fairness { jain, max_window_difference, max_cumulative_difference }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(service: [f64; 2], backlogged: [bool; 2]) -> ServiceWindow {
+        ServiceWindow { service: service.to_vec(), backlogged: backlogged.to_vec() }
+    }
+
+    /// Weights 1 and 2. Windows 0-1 both backlogged: per-weight service (10, 5) then
+    /// (10, 10): window spreads 5 and 0, accumulated (20, 15): spread 5. Window 2 breaks
+    /// the run (one tenant idle). Windows 3-4: (4, 1) then (4, 1): spreads 3, accumulated 6.
+    /// Jain over the four qualifying windows: (15^2 / (2 x 125) + 1 + 25 / 34 + 25 / 34) / 4.
+    #[test]
+    fn service_differences_and_jain_by_hand() {
+        let windows = [
+            window([10.0, 10.0], [true, true]),
+            window([10.0, 20.0], [true, true]),
+            window([50.0, 0.0], [true, false]),
+            window([4.0, 2.0], [true, true]),
+            window([4.0, 2.0], [true, true]),
+        ];
+        let fairness = window_fairness(&windows, &[1.0, 2.0], &[78.0, 34.0]);
+        assert_eq!(fairness.max_window_difference, 5.0);
+        assert_eq!(fairness.max_cumulative_difference, 6.0);
+        let expected = (225.0 / 250.0 + 1.0 + 25.0 / 34.0 + 25.0 / 34.0) / 4.0;
+        assert!((fairness.jain - expected).abs() < 1e-12, "{}", fairness.jain);
+    }
+}

@@ -4,7 +4,8 @@ use cotenant_core::{Span, TenantId, TenantSpec, Time};
 use cotenant_perf::{find_gpu, BatchEntry, ModelShape, Roofline, RooflineParams};
 use cotenant_serve::router::Router;
 use cotenant_serve::scheduler::{
-    sarathi_budget, BatchLimits, DriftConfig, DriftSched, FairServe, Lookahead, Pick, RequestScheduler, SchedCx,
+    sarathi_budget, BatchLimits, DriftConfig, DriftSched, FairServe, Lookahead, Pick, RequestScheduler,
+    SchedCx,
 };
 use cotenant_serve::state::Seq;
 use cotenant_serve::{Request, RouterKind, Slo, Tier};
@@ -91,7 +92,8 @@ impl Situation {
 /// 0.9 x 1.2 + 0.1 x 100 = 11.08, clipped to 3 (estimate 300).
 #[test]
 fn driftsched_corrects_its_estimate_by_a_clipped_ema() {
-    let situation = Situation::new(vec![request(0, 0, 10, 300, 0, 0), request(0, 0, 10, 10_000, 0, 0)], vec![0, 1]);
+    let situation =
+        Situation::new(vec![request(0, 0, 10, 300, 0, 0), request(0, 0, 10, 10_000, 0, 0)], vec![0, 1]);
     let config = DriftConfig { default_prior_tokens: 100.0, ..DriftConfig::default() };
     let mut drift = DriftSched::new(BatchLimits::default(), 1, config);
     let cx = situation.cx();
@@ -113,7 +115,8 @@ fn driftsched_corrects_its_estimate_by_a_clipped_ema() {
 fn driftsched_is_shortest_first_with_aging() {
     let config = DriftConfig { prior_tokens: vec![50.0, 500.0], ..DriftConfig::default() };
     let mut drift = DriftSched::new(BatchLimits::default(), 2, config);
-    let mut situation = Situation::new(vec![request(0, 100, 10, 1, 1, 0), request(0, 100, 10, 1, 0, 0)], vec![0, 1]);
+    let mut situation =
+        Situation::new(vec![request(0, 100, 10, 1, 1, 0), request(0, 100, 10, 1, 0, 0)], vec![0, 1]);
     assert_eq!(drift.pick(&situation.cx()), Pick::admit(1));
     situation.requests[0].arrival = Time::from_secs(70);
     assert_eq!(drift.pick(&situation.cx()), Pick::admit(0));
@@ -123,14 +126,16 @@ fn driftsched_is_shortest_first_with_aging() {
 fn fairserve_continues_interactions_before_starting_new_ones() {
     let mut fair = FairServe::new(BatchLimits::default(), vec![1.0, 1.0]);
     // Tenant 1's new interaction arrived first; tenant 0 has a continuing call.
-    let situation = Situation::new(vec![request(1, 10, 100, 5, 0, 0), request(0, 20, 100, 5, 0, 1)], vec![0, 1]);
+    let situation =
+        Situation::new(vec![request(1, 10, 100, 5, 0, 0), request(0, 20, 100, 5, 0, 1)], vec![0, 1]);
     assert_eq!(fair.pick(&situation.cx()), Pick::admit(1));
 }
 
 #[test]
 fn sarathi_budget_grows_with_the_tbt_slo() {
     let model = model();
-    let budgets: Vec<u32> = [0.03, 0.05, 0.1, 0.2].iter().map(|&slo_s| sarathi_budget(&model, slo_s, 8192)).collect();
+    let budgets: Vec<u32> =
+        [0.03, 0.05, 0.1, 0.2].iter().map(|&slo_s| sarathi_budget(&model, slo_s, 8192)).collect();
     assert!(budgets.windows(2).all(|pair| pair[0] <= pair[1]), "{budgets:?}");
     assert_eq!(budgets[2], 4352, "the 100 ms budget docs/experiments/serve-sarathi.md reports");
     assert_eq!(sarathi_budget(&model, 0.001, 8192), 64, "never below one step");
@@ -172,4 +177,25 @@ fn routers_balance_or_keep_affinity() {
     loads[home] = 1_000;
     assert_ne!(affinity.route(&with(vec![0, 42]), &loads), home, "overloaded home falls back");
     assert_eq!(affinity.route(&plain, &[5, 1, 9, 9]), 1, "no hashes: least loaded");
+}
+
+/// Overload (the oldest request waited past the 2 s TTFT SLO): tenant 0 holds both
+/// running requests, more than its half share, so its new interaction is deferred and
+/// tenant 1's, although it arrived later and has the larger counter, goes first.
+#[test]
+fn fairserve_throttles_new_interactions_of_an_over_share_tenant_only_under_overload() {
+    let requests = vec![
+        request(0, 90, 100, 5, 0, 0),
+        request(1, 95, 100, 5, 0, 0),
+        request(0, 0, 100, 5, 0, 0),
+        request(0, 0, 100, 5, 0, 0),
+    ];
+    let mut situation = Situation::new(requests, vec![0, 1]);
+    situation.running = vec![2, 3];
+    situation.backlog = vec![3, 1];
+    let mut fair = FairServe::new(BatchLimits::default(), vec![1.0, 1.0]);
+    fair.on_admit(&situation.cx(), 1, true); // tenant 1's counter: 100, tenant 0's: 0
+    assert_eq!(fair.pick(&situation.cx()), Pick::admit(1), "overloaded: tenant 0 deferred");
+    situation.now = Time::from_secs(91); // oldest waited 1 s: no overload, counters decide
+    assert_eq!(fair.pick(&situation.cx()), Pick::admit(0));
 }
