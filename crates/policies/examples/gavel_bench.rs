@@ -8,7 +8,8 @@
 //! The first form times one allocation (the optimization Gavel runs when jobs
 //! arrive or leave) of every optimization policy for 100, 1,000 and 10,000
 //! active jobs on 3 GPU types (V100, P100, K80; N/4 GPUs of each), with job
-//! types and scale factors drawn as Gavel's generator draws them. The second
+//! types and scale factors drawn as Gavel's generator draws them; then one
+//! round of the mechanism without re-allocation, through the engine. The second
 //! writes a 1,000-job trace in Gavel's 10-column format from cotenant's
 //! synthetic generator (Gavel's duration and GPU-count distributions, Poisson
 //! arrivals), steps = duration x the job type's V100 rate, as Gavel's
@@ -115,6 +116,66 @@ fn bench(table: &ThroughputTable) {
     }
 }
 
+/// Time of one round of the mechanism through the engine (priorities, sort,
+/// greedy pass, placement) when the allocation is not recomputed: N jobs
+/// submitted at once on N/4 GPUs of each type; the first step allocates, the
+/// following round wakeups only reschedule.
+fn round_bench(table: &ThroughputTable) {
+    use cotenant_core::{Cluster, ClusterSpec, Engine, GpuTypeId, Input, JobSpec, TenantSpec, Time};
+    println!();
+    println!("| policy | 100 jobs | 1,000 jobs | 10,000 jobs |");
+    println!("|---|---:|---:|---:|");
+    for (name, _) in OBJECTIVES {
+        let mut cells = Vec::new();
+        for n in [100usize, 1_000, 10_000] {
+            let alloc_jobs = jobs(table, n, 42);
+            let models: Vec<String> = table.job_types().map(|k| k.model.clone()).collect();
+            let mut spec =
+                ClusterSpec { gpu_types: TYPES.iter().map(|t| t.to_string()).collect(), nodes: Vec::new() };
+            for t in 0..3 {
+                spec.add_nodes(GpuTypeId(t), (n / 4 / 4).max(1) as u32, 4, 32, 256);
+            }
+            let params = cotenant_policies::PolicyParams {
+                job_types: models.clone(),
+                throughputs: Some(std::sync::Arc::new(table.clone())),
+                ..Default::default()
+            };
+            let policy = cotenant_policies::build(name, &params).expect("policy builds");
+            let mut engine =
+                Engine::new(Cluster::new(spec).expect("cluster"), vec![TenantSpec::new("t")], policy, 0);
+            let inputs = alloc_jobs
+                .iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    let mut j = JobSpec::new(i as u32, 0, Time::ZERO, a.scale_factor, a.steps_remaining);
+                    // The job type whose rates these are.
+                    let model = table
+                        .job_types()
+                        .find(|k| {
+                            k.scale_factor == a.scale_factor
+                                && table.consolidated(k, table.gpu_type_index("v100").unwrap_or(0))
+                                    == Some(a.steps_per_s[0])
+                        })
+                        .map(|k| k.model.clone())
+                        .unwrap_or_default();
+                    j.job_type = models.iter().position(|m| *m == model).map(|p| p as u32);
+                    Input::JobSubmitted(j)
+                })
+                .collect();
+            engine.step(Time::ZERO, Input::Batch(inputs));
+            let rounds = 5;
+            let started = Instant::now();
+            for _ in 0..rounds {
+                let Some(at) = engine.next_wakeup() else { break };
+                engine.step(at, Input::Wakeup);
+            }
+            let per_round = started.elapsed().as_secs_f64() / rounds as f64;
+            cells.push(format!("{:.2} ms", per_round * 1e3));
+        }
+        println!("| {name} | {} |", cells.join(" | "));
+    }
+}
+
 fn write_trace(table: &ThroughputTable, path: &PathBuf, jobs: usize, rate: f64, seed: u64) {
     let spec = cotenant_trace::SyntheticSpec::parse(&format!("jobs={jobs},rate={rate}/h,seed={seed}"))
         .expect("valid synthetic spec");
@@ -164,6 +225,9 @@ fn main() {
             let seed = get("--seed").and_then(|v| v.parse().ok()).unwrap_or(1);
             write_trace(&table, &PathBuf::from(path), jobs, rate, seed);
         }
-        None => bench(&table),
+        None => {
+            bench(&table);
+            round_bench(&table);
+        }
     }
 }

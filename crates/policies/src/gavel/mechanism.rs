@@ -455,9 +455,10 @@ impl Gavel {
             end_s = end_s.max(finish_s);
             jobs.push(RoundJob { id, gpu_type: t, gpus, finish_s });
         }
-        let placed_ids: BTreeSet<JobId> = jobs.iter().map(|j| j.id).collect();
+        let mut has_verdict: BTreeSet<JobId> = jobs.iter().map(|j| j.id).collect();
+        has_verdict.extend(decision.waiting.iter().map(|(id, _)| *id));
         for &id in self.jobs.keys() {
-            if !placed_ids.contains(&id) && !decision.waiting.iter().any(|(w, _)| *w == id) {
+            if !has_verdict.contains(&id) {
                 decision.waiting.push((id, WaitReason::NotThisRound));
             }
         }
