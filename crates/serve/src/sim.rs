@@ -84,6 +84,14 @@ pub enum ServeError {
     RequestTooLarge { request: usize, tokens: u64, capacity: u64 },
     #[error("no replicas")]
     NoReplicas,
+    #[error("KV blocks of 0 tokens")]
+    ZeroBlockTokens,
+    #[error("the scheduler was configured for {scheduler} tenants, the workload has {workload}")]
+    TenantMismatch { scheduler: usize, workload: usize },
+    #[error("tenant {tenant}: weight {weight} must be a positive number")]
+    BadWeight { tenant: String, weight: f64 },
+    #[error("request {request} names a tenant beyond the {tenants} the workload declares")]
+    UnknownTenant { request: usize, tenants: usize },
     #[error("request {request} arrives before request {previous}: requests must be sorted by arrival")]
     Unsorted { request: usize, previous: usize },
     #[error("request {request} has {prompt_tokens} prompt and {output_tokens} output tokens; both must be at least 1")]
@@ -160,29 +168,8 @@ pub fn simulate(workload: &Workload, config: &ServeConfig) -> Result<ServeResult
         prefix_block_tokens: workload.prefix_block_tokens,
     };
     let capacity_blocks = capacity_tokens / u64::from(config.kv_block_tokens);
-    let tenants = workload.tenants.len();
-    let mut replicas: Vec<Replica> = (0..config.replicas)
-        .map(|_| {
-            let scheduler = build_scheduler(&config.scheduler, &config.model);
-            Replica {
-                limits: scheduler.limits(),
-                scheduler,
-                kv: KvPool::new(capacity_blocks, config.kv_block_tokens, workload.prefix_block_tokens),
-                waiting: Vec::new(),
-                running: Vec::new(),
-                backlog: vec![0; tenants],
-                waiting_per_tenant: vec![0; tenants],
-                batch_ids: Vec::new(),
-                batch_entries: Vec::new(),
-                batch_prefill: Vec::new(),
-                batch_own_s: Vec::new(),
-                busy: false,
-                batch_span: Span::ZERO,
-                outstanding_tokens: 0,
-                admissions: 0,
-            }
-        })
-        .collect();
+    let mut replicas: Vec<Replica> =
+        (0..config.replicas).map(|_| new_replica(workload, config, capacity_blocks)).collect();
     let mut run = Run::new(workload, config, capacity_tokens);
     let mut router = Router::new(config.router);
     let mut completions: BinaryHeap<Reverse<(Time, usize)>> = BinaryHeap::new();
@@ -224,9 +211,46 @@ pub fn simulate(workload: &Workload, config: &ServeConfig) -> Result<ServeResult
     Ok(run.into_result(replicas))
 }
 
+fn new_replica(workload: &Workload, config: &ServeConfig, capacity_blocks: u64) -> Replica {
+    let scheduler = build_scheduler(&config.scheduler, &config.model);
+    let tenants = workload.tenants.len();
+    Replica {
+        limits: scheduler.limits(),
+        scheduler,
+        kv: KvPool::new(capacity_blocks, config.kv_block_tokens, workload.prefix_block_tokens),
+        waiting: Vec::new(),
+        running: Vec::new(),
+        backlog: vec![0; tenants],
+        waiting_per_tenant: vec![0; tenants],
+        batch_ids: Vec::new(),
+        batch_entries: Vec::new(),
+        batch_prefill: Vec::new(),
+        batch_own_s: Vec::new(),
+        busy: false,
+        batch_span: Span::ZERO,
+        outstanding_tokens: 0,
+        admissions: 0,
+    }
+}
+
 fn validate(workload: &Workload, config: &ServeConfig) -> Result<u64, ServeError> {
     if config.replicas == 0 {
         return Err(ServeError::NoReplicas);
+    }
+    if config.kv_block_tokens == 0 {
+        return Err(ServeError::ZeroBlockTokens);
+    }
+    if config.scheduler.tenants.len() != workload.tenants.len() {
+        return Err(ServeError::TenantMismatch {
+            scheduler: config.scheduler.tenants.len(),
+            workload: workload.tenants.len(),
+        });
+    }
+    if let Some(tenant) = workload.tenants.iter().find(|t| !(t.weight.is_finite() && t.weight > 0.0)) {
+        return Err(ServeError::BadWeight { tenant: tenant.name.clone(), weight: tenant.weight });
+    }
+    if let Some(request) = workload.requests.iter().position(|r| r.tenant.index() >= workload.tenants.len()) {
+        return Err(ServeError::UnknownTenant { request, tenants: workload.tenants.len() });
     }
     let capacity = config.kv_capacity_tokens();
     if capacity < u64::from(config.kv_block_tokens) {
