@@ -185,6 +185,15 @@ mod tests {
     }
 
     #[test]
+    fn the_philly_example_reads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples/philly-tenants.toml");
+        let config = read_tenant_config(&path).unwrap();
+        assert_eq!(config.queues.len(), 11);
+        assert_eq!(config.queues.iter().map(|q| q.nominal["gpu"]).sum::<u32>(), 480);
+        assert_eq!(config.accounts.iter().filter(|a| a.parent.is_some()).count(), 11);
+    }
+
+    #[test]
     fn other_sections_are_ignored() {
         let c = parse_tenant_config("[cluster]\nnodes = 3\n[[account]]\nname = \"a\"\n", "t.toml").unwrap();
         assert_eq!(c.accounts.len(), 1);
