@@ -134,9 +134,11 @@ the size of the gap depends on how wrong the attribution model is:
   is exactly what Shapley does with a cost every coalition pays, and gives each request
   its own attention/KV term; only the smooth-max excess is apportioned approximately
   (by tokens). Decode errors are then ~0 and prefill p90 a few percent.
-- With a 25% misfit the prefill gap narrows to the paper's range at p90, while decode
-  stays far better at p90 and comparable at p99 (batches where the fitted model puts the
-  compute/memory knee in the wrong place).
+- A miscalibrated attribution model brings the ratios down towards the paper's: at
+  F = 0.1 the proxy's error is about 10x/31x LLMVisor's at prefill p90/p99 and 4.2x at
+  decode p99 (the paper: 2.5x/3.3x and 4.4x); at F = 0.25, 4.6x/17x at prefill and only
+  1.5x at decode p99, where batches with the compute/memory knee in the wrong place
+  dominate the tail.
 - The proxy fails the other way: it charges a decode 2 tokens' worth of the batch, but
   a decode's true marginal cost in a memory-bound batch is its KV read plus an equal
   part of the weight read, so in mixed batches decodes are under-charged and prefill
