@@ -4,6 +4,7 @@
 //! `docs/experiments/gavel-parity.md`.
 pub mod allocation;
 pub mod mechanism;
+pub mod packed;
 pub mod pyrandom;
 pub mod solver;
 
