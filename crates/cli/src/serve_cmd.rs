@@ -272,7 +272,7 @@ fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -
         bail!("--attribution-misfit must be within -0.9..0.9");
     }
     let base = config.model.params;
-    let fitted_params = (misfit != 0.0).then(|| RooflineParams {
+    let fitted_params = (misfit != 0.0).then_some(RooflineParams {
         compute_efficiency: base.compute_efficiency * (1.0 + misfit),
         memory_efficiency: base.memory_efficiency * (1.0 - misfit),
         fixed_s: base.fixed_s * (1.0 + misfit),
