@@ -359,6 +359,9 @@ impl Gavel {
         }
         let mut taken: BTreeSet<JobId> = BTreeSet::new();
         let mut chosen = Vec::new();
+        // GPUs each tenant holds after this round; the engine refuses starts past
+        // a tenant's hard limit, which Gavel (having no tenants) never checks.
+        let mut tenant_gpus = vec![0u32; view.tenants.len()];
         for (id, t, priority, _, _) in queue {
             let tracked = &self.jobs[&id];
             if left[t] == 0 || taken.contains(&id) || tracked.rates[t] <= 0.0 || (is_fifo && priority <= 0.0)
@@ -368,6 +371,12 @@ impl Gavel {
             if tracked.scale_factor > left[t] {
                 continue;
             }
+            let tenant = view.job(id).spec.tenant;
+            let limit = view.tenant(tenant).gpu_limit.unwrap_or(u32::MAX);
+            if tenant_gpus[tenant.index()].saturating_add(tracked.scale_factor) > limit {
+                continue;
+            }
+            tenant_gpus[tenant.index()] += tracked.scale_factor;
             left[t] -= tracked.scale_factor;
             taken.insert(id);
             chosen.push((id, t));
@@ -392,9 +401,10 @@ impl Gavel {
         }
         let priorities = self.priorities(view, now, false);
         let mut chosen = self.choose(&priorities, view);
-        if chosen.is_empty() {
-            // Gavel forces a reset when nothing can run; without it no timer
-            // would ever fire again.
+        if !chosen.iter().any(|(id, _)| self.allocation.contains_key(id)) {
+            // Nothing would run (jobs chosen without an allocation get no GPUs,
+            // as in Gavel). Gavel then forces a reset; without it no timer would
+            // ever fire again.
             let priorities = self.priorities(view, now, true);
             chosen = self.choose(&priorities, view);
         }
