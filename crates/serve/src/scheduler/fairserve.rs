@@ -6,15 +6,14 @@
 //! Overload: the oldest waiting request has waited longer than the TTFT SLO, or less
 //! than 5% of KV blocks are available. Under overload, a new interaction from a tenant
 //! already holding more than its weighted share of the running requests is deferred
-//! while another tenant has work waiting. Deferral, not rejection: every call runs.
-
-use cotenant_core::TenantId;
+//! while another tenant has a new interaction waiting. Deferral, not rejection, and
+//! never idling: every call runs, and throttled tenants are served when nobody else waits.
 
 use super::{BatchLimits, Pick, RequestScheduler, SchedCx, VtcCounters};
 use crate::request::{Request, RequestId};
 
 /// Waiting requests examined per pick (a bound on scheduling cost).
-const MAX_SCAN: usize = 2048;
+const MAX_SCAN: usize = 65_536;
 const KV_OVERLOAD_FRACTION: f64 = 0.05;
 
 #[derive(Clone, Debug)]
@@ -69,41 +68,37 @@ impl RequestScheduler for FairServe {
         if cx.waiting.is_empty() {
             return Pick::Stop;
         }
-        let counter = |tenant: TenantId| self.counters.counters[tenant.index()];
-        let better = |a: usize, b: usize| {
-            let (ra, rb) = (&cx.requests[cx.waiting[a] as usize], &cx.requests[cx.waiting[b] as usize]);
-            counter(ra.tenant).total_cmp(&counter(rb.tenant)).then(a.cmp(&b)).is_lt()
-        };
-        // Continuing calls first, by counter.
-        let mut best_continuing: Option<usize> = None;
-        for index in 0..cx.waiting.len().min(MAX_SCAN) {
-            if cx.requests[cx.waiting[index] as usize].call_index > 0
-                && best_continuing.is_none_or(|b| better(index, b))
-            {
-                best_continuing = Some(index);
-            }
+        // Each tenant's earliest continuing call and earliest new call, in one pass.
+        let tenants = self.weights.len();
+        let (mut continuing, mut starting) = (vec![None; tenants], vec![None; tenants]);
+        for (index, &id) in cx.waiting.iter().enumerate().take(MAX_SCAN) {
+            let request = &cx.requests[id as usize];
+            let slot = if request.call_index > 0 { &mut continuing } else { &mut starting };
+            slot[request.tenant.index()].get_or_insert(index);
         }
-        if let Some(index) = best_continuing {
+        let neediest = |candidates: &[Option<usize>], allowed: &dyn Fn(usize) -> bool| {
+            (0..tenants)
+                .filter(|&t| candidates[t].is_some() && allowed(t))
+                .min_by(|&a, &b| {
+                    self.counters.counters[a].total_cmp(&self.counters.counters[b]).then(a.cmp(&b))
+                })
+                .and_then(|t| candidates[t])
+        };
+        if let Some(index) = neediest(&continuing, &|_| true) {
             return Pick::admit(index);
         }
-        let throttle = Self::overloaded(cx).then(|| self.over_share(cx));
-        let others_waiting = |tenant: TenantId| {
-            (0..cx.waiting_per_tenant.len()).any(|t| t != tenant.index() && cx.waiting_per_tenant[t] > 0)
-        };
-        let mut best_new: Option<usize> = None;
-        let mut deferred = false;
-        for index in 0..cx.waiting.len().min(MAX_SCAN) {
-            let tenant = cx.requests[cx.waiting[index] as usize].tenant;
-            if throttle.as_ref().is_some_and(|over| over[tenant.index()]) && others_waiting(tenant) {
-                deferred = true;
-                continue;
+        let throttled = Self::overloaded(cx).then(|| self.over_share(cx));
+        let allowed = |t: usize| throttled.as_ref().is_none_or(|over| !over[t]);
+        match neediest(&starting, &allowed) {
+            Some(index) => {
+                let skipped = (0..tenants).any(|t| starting[t].is_some() && !allowed(t));
+                self.deferred_picks += u64::from(skipped);
+                Pick::admit(index)
             }
-            if best_new.is_none_or(|b| better(index, b)) {
-                best_new = Some(index);
-            }
+            // Throttling reorders, it never idles the server: with only throttled
+            // tenants waiting, the neediest of them goes.
+            None => neediest(&starting, &|_| true).map_or(Pick::Stop, Pick::admit),
         }
-        self.deferred_picks += u64::from(deferred);
-        best_new.map_or(Pick::Stop, Pick::admit)
     }
     fn on_admit(&mut self, cx: &SchedCx<'_>, id: RequestId, first_time: bool) {
         if first_time {
