@@ -198,4 +198,9 @@ fn fairserve_throttles_new_interactions_of_an_over_share_tenant_only_under_overl
     assert_eq!(fair.pick(&situation.cx()), Pick::admit(1), "overloaded: tenant 0 deferred");
     situation.now = Time::from_secs(91); // oldest waited 1 s: no overload, counters decide
     assert_eq!(fair.pick(&situation.cx()), Pick::admit(0));
+    // Overloaded again, but only the throttled tenant waits: throttling never idles the server.
+    situation.now = Time::from_secs(100);
+    situation.waiting = vec![0];
+    situation.waiting_per_tenant = vec![1, 0];
+    assert_eq!(fair.pick(&situation.cx()), Pick::admit(0));
 }
