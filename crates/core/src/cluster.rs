@@ -97,13 +97,16 @@ impl ClusterSpec {
 /// Live state of the cluster: GPU ownership and node health.
 ///
 /// Invariant: `free_mask[n]` has bit `i` set exactly when GPU `first_gpu[n] + i`
-/// is owned by nobody, and `free_count[n]` is its population count.
+/// is owned by nobody. A GPU has at most two owners (space sharing): `owner`
+/// is set whenever `co_owner` is, and the two differ.
 #[derive(Clone, Debug)]
 pub struct Cluster {
     spec: ClusterSpec,
     first_gpu: Vec<u32>,
     gpu_node: Vec<NodeId>,
     owner: Vec<Option<JobId>>,
+    /// The second job on a space-shared GPU.
+    co_owner: Vec<Option<JobId>>,
     free_mask: Vec<u64>,
     up: Vec<bool>,
     free_up_gpus: u32,
@@ -125,6 +128,7 @@ impl Cluster {
         Ok(Cluster {
             up: vec![true; spec.nodes.len()],
             owner: vec![None; gpu_node.len()],
+            co_owner: vec![None; gpu_node.len()],
             spec,
             first_gpu,
             gpu_node,
@@ -166,6 +170,10 @@ impl Cluster {
     pub fn owner(&self, gpu: GpuId) -> Option<JobId> {
         self.owner.get(gpu.index()).copied().flatten()
     }
+    /// The second job sharing `gpu`, if it is space-shared.
+    pub fn co_owner(&self, gpu: GpuId) -> Option<JobId> {
+        self.co_owner.get(gpu.index()).copied().flatten()
+    }
     /// The GPU at `slot` of `node`.
     pub fn gpu(&self, node: NodeId, slot: u32) -> GpuId {
         GpuId(self.first_gpu[node.index()] + slot)
@@ -202,6 +210,29 @@ impl Cluster {
         })
     }
 
+    /// True if `partner` alone holds every one of `gpus`, so a second job may share them.
+    pub fn can_share(&self, gpus: &[GpuId], partner: JobId) -> bool {
+        !gpus.is_empty()
+            && gpus.iter().all(|&g| {
+                g.index() < self.owner.len()
+                    && self.owner[g.index()] == Some(partner)
+                    && self.co_owner[g.index()].is_none()
+            })
+    }
+
+    /// Adds `job` as the second owner of `gpus`. Caller has checked [`Cluster::can_share`].
+    pub(crate) fn take_shared(&mut self, job: JobId, gpus: &[GpuId]) {
+        for &g in gpus {
+            assert!(
+                self.owner[g.index()].is_some() && self.co_owner[g.index()].is_none(),
+                "{g} cannot take a second owner {job}: owners {:?}, {:?}",
+                self.owner[g.index()],
+                self.co_owner[g.index()]
+            );
+            self.co_owner[g.index()] = Some(job);
+        }
+    }
+
     /// Gives `gpus` to `job`. Caller has checked [`Cluster::can_take`].
     pub(crate) fn take(&mut self, job: JobId, gpus: &[GpuId]) {
         for &g in gpus {
@@ -219,11 +250,19 @@ impl Cluster {
         }
     }
 
-    /// Returns `gpus` held by `job` to the free pool.
+    /// Returns `gpus` held by `job`; a GPU becomes free once neither owner holds it.
     pub(crate) fn release(&mut self, job: JobId, gpus: &[GpuId]) {
         for &g in gpus {
-            assert_eq!(self.owner[g.index()], Some(job), "{g} released by {job}, which does not hold it");
-            self.owner[g.index()] = None;
+            let i = g.index();
+            if self.co_owner[i] == Some(job) {
+                self.co_owner[i] = None;
+                continue;
+            }
+            assert_eq!(self.owner[i], Some(job), "{g} released by {job}, which does not hold it");
+            self.owner[i] = self.co_owner[i].take();
+            if self.owner[i].is_some() {
+                continue;
+            }
             let node = self.node_of(g);
             self.free_mask[node.index()] |= 1u64 << self.slot_of(g);
             if self.up[node.index()] {
@@ -253,7 +292,12 @@ impl Cluster {
     pub fn jobs_on(&self, node: NodeId) -> Vec<JobId> {
         let first = self.first_gpu[node.index()] as usize;
         let count = self.spec.nodes[node.index()].gpus as usize;
-        let mut jobs: Vec<JobId> = self.owner[first..first + count].iter().flatten().copied().collect();
+        let mut jobs: Vec<JobId> = self.owner[first..first + count]
+            .iter()
+            .chain(&self.co_owner[first..first + count])
+            .flatten()
+            .copied()
+            .collect();
         jobs.sort_unstable();
         jobs.dedup();
         jobs
@@ -289,6 +333,23 @@ mod tests {
         assert_eq!(c.free_gpus(), 4);
         c.set_up(NodeId(1), true);
         assert_eq!(c.free_gpus(), 8);
+    }
+
+    #[test]
+    fn shared_gpus_free_up_when_both_owners_leave() {
+        let mut c = Cluster::new(ClusterSpec::homogeneous("v100", 1, 2)).unwrap();
+        let gpus = [GpuId(0), GpuId(1)];
+        c.take(JobId(1), &gpus);
+        assert!(c.can_share(&gpus, JobId(1)));
+        assert!(!c.can_share(&gpus, JobId(2)));
+        c.take_shared(JobId(2), &gpus);
+        assert!(!c.can_share(&gpus, JobId(1)), "at most two owners");
+        assert_eq!(c.jobs_on(NodeId(0)), vec![JobId(1), JobId(2)]);
+        c.release(JobId(1), &gpus);
+        assert_eq!((c.owner(GpuId(0)), c.co_owner(GpuId(0))), (Some(JobId(2)), None));
+        assert_eq!(c.free_gpus(), 0);
+        c.release(JobId(2), &gpus);
+        assert_eq!(c.free_gpus(), 2);
     }
 
     #[test]

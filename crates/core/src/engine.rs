@@ -50,6 +50,18 @@ pub enum Command {
         job: JobId,
         gpus: Vec<GpuId>,
     },
+    /// Start `job` on GPUs that `partner` keeps running on (space sharing).
+    StartShared {
+        job: JobId,
+        gpus: Vec<GpuId>,
+        partner: JobId,
+    },
+    /// A running job's co-location changed (a partner came or went): its rate
+    /// may change. `partners` are the jobs sharing its GPUs now.
+    Rerate {
+        job: JobId,
+        partners: Vec<JobId>,
+    },
     Stop {
         job: JobId,
         reason: StopReason,
@@ -65,14 +77,36 @@ pub enum Command {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Violation {
     DuplicateJob(JobId),
-    UnknownTenant { job: JobId, tenant: TenantId },
+    UnknownTenant {
+        job: JobId,
+        tenant: TenantId,
+    },
     UnknownJob(JobId),
     FinishedWhileNotRunning(JobId),
     StartNotPending(JobId),
-    StartWrongGpuCount { job: JobId, wanted: u32, given: u32 },
-    StartGpusUnavailable { job: JobId, gpus: Vec<GpuId> },
-    StartOverTenantLimit { job: JobId, tenant: TenantId },
+    StartWrongGpuCount {
+        job: JobId,
+        wanted: u32,
+        given: u32,
+    },
+    StartGpusUnavailable {
+        job: JobId,
+        gpus: Vec<GpuId>,
+    },
+    StartOverTenantLimit {
+        job: JobId,
+        tenant: TenantId,
+    },
     PreemptNotRunning(JobId),
+    ShareWithNotRunning {
+        job: JobId,
+        partner: JobId,
+    },
+    /// The partner already shares, or its GPU count differs from the job's.
+    ShareNotPossible {
+        job: JobId,
+        partner: JobId,
+    },
     EndAlreadyOver(JobId),
     UnknownNode(NodeId),
 }
@@ -101,6 +135,8 @@ pub struct Engine {
     wakeup: Option<Time>,
     violations: Vec<Violation>,
     stats: EngineStats,
+    /// Running jobs whose partner changed during this step.
+    rerate: Vec<JobId>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -128,6 +164,7 @@ impl Engine {
             wakeup: None,
             violations: Vec::new(),
             stats: EngineStats::default(),
+            rerate: Vec::new(),
         }
     }
 
@@ -141,6 +178,7 @@ impl Engine {
         if trigger != Trigger::default() {
             self.schedule(now, trigger, &mut commands);
         }
+        self.flush_rerates(&mut commands);
         commands
     }
 
@@ -221,6 +259,19 @@ impl Engine {
         }
     }
 
+    /// One `Rerate` per running job whose partner changed this step, with its
+    /// partners as they are at the end of the step.
+    fn flush_rerates(&mut self, commands: &mut Vec<Command>) {
+        let mut jobs = std::mem::take(&mut self.rerate);
+        jobs.sort_unstable();
+        jobs.dedup();
+        for job in jobs {
+            if let Some(state) = self.job(job).filter(|s| s.is_running()) {
+                commands.push(Command::Rerate { job, partners: state.partner.into_iter().collect() });
+            }
+        }
+    }
+
     fn job_mut(&mut self, id: JobId) -> Option<&mut JobState> {
         self.jobs.get_mut(id.index()).and_then(Option::as_mut)
     }
@@ -257,6 +308,7 @@ impl Engine {
             preemptions: 0,
             progress: Progress { done: 0.0, rate: 0.0, at: now },
             verdict: None,
+            partner: None,
         });
         match never_fits {
             Some(reason) => {
@@ -293,8 +345,15 @@ impl Engine {
         job.progress = Progress { done: job.work_done(now), rate: 0.0, at: now };
         job.phase_since = now;
         let gpus = std::mem::take(&mut job.gpus);
+        let partner = job.partner.take();
         self.tenant_gpus[job.spec.tenant.index()] -= gpus.len() as u32;
         self.cluster.release(id, &gpus);
+        if let Some(partner) = partner {
+            if let Some(other) = self.job_mut(partner) {
+                other.partner = None;
+            }
+            self.rerate.push(partner);
+        }
     }
 
     fn stop(&mut self, now: Time, id: JobId) {
@@ -344,10 +403,15 @@ impl Engine {
                 job.verdict = Some(reason);
             }
         }
-        // Stops first, so that the starts of the same decision may use the freed GPUs.
-        let (stops, starts): (Vec<Action>, Vec<Action>) =
-            decision.actions.into_iter().partition(|a| !matches!(a, Action::Start { .. }));
-        for action in stops.into_iter().chain(starts) {
+        // Stops first, so that the starts of the same decision may use the freed
+        // GPUs; shared starts last, so that they may join jobs started just now.
+        let mut actions = decision.actions;
+        actions.sort_by_key(|a| match a {
+            Action::Preempt { .. } | Action::End { .. } => 0,
+            Action::Start { .. } => 1,
+            Action::StartShared { .. } => 2,
+        });
+        for action in actions {
             match action {
                 Action::Preempt { job } => {
                     if self.running.contains(&job) {
@@ -373,24 +437,54 @@ impl Engine {
                     self.start(now, job, &gpus);
                     commands.push(Command::Start { job, gpus });
                 }
+                Action::StartShared { job, partner } => {
+                    let gpus = self.job(partner).filter(|p| p.is_running()).map(|p| p.gpus.clone());
+                    let Some(gpus) = gpus else {
+                        self.violations.push(Violation::ShareWithNotRunning { job, partner });
+                        continue;
+                    };
+                    let shareable = self.cluster.can_share(&gpus, partner)
+                        && self.job(partner).is_some_and(|p| p.partner.is_none());
+                    if !shareable {
+                        self.violations.push(Violation::ShareNotPossible { job, partner });
+                        continue;
+                    }
+                    if let Some(violation) = self.check_admission(job, gpus.len() as u32) {
+                        self.violations.push(violation);
+                        continue;
+                    }
+                    self.start(now, job, &gpus);
+                    for (one, other) in [(job, partner), (partner, job)] {
+                        if let Some(state) = self.job_mut(one) {
+                            state.partner = Some(other);
+                        }
+                    }
+                    self.rerate.push(partner);
+                    commands.push(Command::StartShared { job, gpus, partner });
+                }
             }
         }
     }
 
     fn check_start(&self, id: JobId, gpus: &[GpuId]) -> Option<Violation> {
+        if let Some(violation) = self.check_admission(id, gpus.len() as u32) {
+            return Some(violation);
+        }
+        if !self.cluster.can_take(gpus) {
+            return Some(Violation::StartGpusUnavailable { job: id, gpus: gpus.to_vec() });
+        }
+        None
+    }
+
+    /// The job is pending, gets the GPU count it asked for, and its tenant stays
+    /// within its hard limit (a shared GPU counts fully for each job).
+    fn check_admission(&self, id: JobId, given: u32) -> Option<Violation> {
         if !self.pending.contains(&id) {
             return Some(Violation::StartNotPending(id));
         }
         let job = self.job(id)?;
-        if gpus.len() as u32 != job.spec.gpus {
-            return Some(Violation::StartWrongGpuCount {
-                job: id,
-                wanted: job.spec.gpus,
-                given: gpus.len() as u32,
-            });
-        }
-        if !self.cluster.can_take(gpus) {
-            return Some(Violation::StartGpusUnavailable { job: id, gpus: gpus.to_vec() });
+        if given != job.spec.gpus {
+            return Some(Violation::StartWrongGpuCount { job: id, wanted: job.spec.gpus, given });
         }
         let tenant = job.spec.tenant;
         let limit = self.tenants[tenant.index()].gpu_limit;
@@ -401,7 +495,10 @@ impl Engine {
     }
 
     fn start(&mut self, now: Time, id: JobId, gpus: &[GpuId]) {
-        self.cluster.take(id, gpus);
+        match gpus.first().and_then(|&g| self.cluster.owner(g)) {
+            Some(_) => self.cluster.take_shared(id, gpus),
+            None => self.cluster.take(id, gpus),
+        }
         self.pending.remove(&id);
         self.running.insert(id);
         let job = self.jobs[id.index()].as_mut().expect("pending job exists");

@@ -46,6 +46,8 @@ pub struct JobState {
     pub progress: Progress,
     /// The latest reason a policy gave for not starting the job.
     pub verdict: Option<WaitReason>,
+    /// The job space-sharing this one's GPUs, if any.
+    pub partner: Option<JobId>,
 }
 
 impl JobState {
@@ -202,6 +204,9 @@ impl std::fmt::Display for WaitReason {
 pub enum Action {
     /// Start a pending job on exactly these GPUs.
     Start { job: JobId, gpus: Vec<GpuId> },
+    /// Start a pending job on the GPUs of `partner`, a running job that holds
+    /// them alone and asked for as many GPUs (space sharing, two jobs per GPU).
+    StartShared { job: JobId, partner: JobId },
     /// Stop a running job; it returns to the queue.
     Preempt { job: JobId },
     /// Remove a job for good (pending or running).

@@ -144,3 +144,34 @@ fn finishing_a_job_that_is_not_running_is_a_violation() {
     e.step(Time(2), job(0, 1));
     assert!(matches!(e.violations()[1], Violation::DuplicateJob(JobId(0))));
 }
+
+#[test]
+fn space_sharing_pairs_two_jobs_and_rerates_the_one_that_stays() {
+    let script = vec![
+        vec![Action::Start { job: JobId(0), gpus: vec![GpuId(0), GpuId(1)] }],
+        vec![Action::StartShared { job: JobId(1), partner: JobId(0) }],
+        // A third job cannot join a pair, nor share with a job of another size.
+        vec![Action::StartShared { job: JobId(2), partner: JobId(0) }],
+    ];
+    let mut e = engine(script, vec![TenantSpec::new("a")]);
+    e.step(Time::ZERO, job(0, 2));
+    let commands = e.step(Time(10), job(1, 2));
+    assert_eq!(
+        commands,
+        vec![
+            Command::StartShared { job: JobId(1), gpus: vec![GpuId(0), GpuId(1)], partner: JobId(0) },
+            Command::Rerate { job: JobId(0), partners: vec![JobId(1)] },
+        ]
+    );
+    assert_eq!(e.job(JobId(0)).unwrap().partner, Some(JobId(1)));
+    assert_eq!(e.cluster().co_owner(GpuId(0)), Some(JobId(1)));
+    e.step(Time(20), job(2, 2));
+    assert!(matches!(e.violations()[0], Violation::ShareNotPossible { job: JobId(2), partner: JobId(0) }));
+
+    // The first job finishes: its partner keeps the GPUs alone and is re-rated.
+    let commands = e.step(Time(30), Input::JobFinished { job: JobId(0) });
+    assert_eq!(commands, vec![Command::Rerate { job: JobId(1), partners: vec![] }]);
+    assert_eq!(e.cluster().owner(GpuId(0)), Some(JobId(1)));
+    assert_eq!(e.cluster().free_gpus(), 2);
+    assert_eq!(e.job(JobId(1)).unwrap().partner, None);
+}

@@ -447,7 +447,8 @@ mod tests {
                         let at = self.started_at[job.index()].take().expect("was running");
                         self.left_s[job.index()] -= (self.now - at).as_secs_f64();
                     }
-                    Command::End { .. } => {}
+                    // Kueue never shares GPUs.
+                    Command::End { .. } | Command::StartShared { .. } | Command::Rerate { .. } => {}
                 }
             }
         }

@@ -86,7 +86,8 @@ fn run(trace: &str, policy: &str) -> (f64, f64) {
                     let work_done = workload.jobs[job.index()].work - left[job.index()];
                     reports.push(Input::Progress { job, work_done, rate: 0.0 });
                 }
-                Command::End { .. } => {}
+                // The unpacked policies under test never share GPUs.
+                Command::End { .. } | Command::StartShared { .. } | Command::Rerate { .. } => {}
             }
         }
         if !reports.is_empty() {

@@ -199,6 +199,8 @@ struct Run<'a> {
     step_limit_hit: bool,
     log: Option<RunLog>,
     watched: Vec<WatchPoint>,
+    /// Each job's current share of GPUs in the usage tracker, in half GPUs.
+    held_half_gpus: Vec<u32>,
 }
 
 impl<'a> Run<'a> {
@@ -246,6 +248,7 @@ impl<'a> Run<'a> {
             step_limit_hit: false,
             log: config.record.then(RunLog::default),
             watched: Vec::new(),
+            held_half_gpus: vec![0; jobs.len()],
         }
     }
 
@@ -329,7 +332,8 @@ impl<'a> Run<'a> {
         let record = &mut self.records[job.index()];
         record.end = Some(now);
         record.outcome = Outcome::Completed;
-        self.usage.tenant_gpus[record.tenant.index()] -= record.gpus;
+        self.usage.tenant_half_gpus[record.tenant.index()] -= self.held_half_gpus[job.index()];
+        self.held_half_gpus[job.index()] = 0;
         self.usage.available_at_last_completion_gpu_us = self.usage.available_gpu_us;
         self.done += 1;
     }
@@ -359,40 +363,23 @@ impl<'a> Run<'a> {
 
     /// Applies one command to the world; returns the progress report for the engine.
     fn apply(&mut self, now: Time, command: &Command) -> Option<Input> {
-        let overheads = &self.config.overheads;
         match command {
-            Command::Start { job, gpus } => {
-                let spec = &self.jobs[job.index()];
-                let rate = self.rates.rate(spec, gpus, &[], self.engine.cluster());
-                let world = &mut self.world[job.index()];
-                let finish = world.start(now, gpus.len() as u32, rate, spec.work, overheads);
-                let generation = world.generation;
-                // Reported so that extrapolation is exact once the restore is over.
-                let restore_secs = (world.productive_from - now).as_secs_f64();
-                let report =
-                    Input::Progress { job: *job, work_done: world.saved - rate * restore_secs, rate };
-                if let Some(at) = finish {
-                    self.push(at, Event::Finish { job: *job, generation });
-                }
-                self.records[job.index()].first_start.get_or_insert(now);
-                self.usage.tenant_gpus[spec.tenant.index()] += gpus.len() as u32;
-                self.usage.tenant_waiting[spec.tenant.index()] -= 1;
-                Some(report)
-            }
+            Command::Start { job, gpus } => Some(self.start(now, *job, gpus, None)),
+            Command::StartShared { job, gpus, partner } => Some(self.start(now, *job, gpus, Some(*partner))),
+            Command::Rerate { job, partners } => self.rerate(now, *job, partners),
             Command::Stop { job, .. } => {
                 let spec = &self.jobs[job.index()];
-                let kept = self.world[job.index()].stop(now, spec.work, overheads);
+                let kept = self.world[job.index()].stop(now, spec.work, &self.config.overheads);
                 self.records[job.index()].preemptions += 1;
-                self.usage.tenant_gpus[spec.tenant.index()] -= spec.gpus;
+                self.set_half_gpus(*job);
                 self.usage.tenant_waiting[spec.tenant.index()] += 1;
                 Some(Input::Progress { job: *job, work_done: kept, rate: 0.0 })
             }
             Command::End { job, reason } => {
                 let spec = &self.jobs[job.index()];
-                let world = &mut self.world[job.index()];
-                if world.running {
-                    world.stop(now, spec.work, overheads);
-                    self.usage.tenant_gpus[spec.tenant.index()] -= spec.gpus;
+                if self.world[job.index()].running {
+                    self.world[job.index()].stop(now, spec.work, &self.config.overheads);
+                    self.set_half_gpus(*job);
                 } else {
                     self.usage.tenant_waiting[spec.tenant.index()] -= 1;
                 }
@@ -403,6 +390,55 @@ impl<'a> Run<'a> {
                 None
             }
         }
+    }
+
+    fn start(&mut self, now: Time, job: JobId, gpus: &[GpuId], partner: Option<JobId>) -> Input {
+        let spec = &self.jobs[job.index()];
+        let partners: Vec<&JobSpec> = partner.iter().map(|p| &self.jobs[p.index()]).collect();
+        let rate = self.rates.rate(spec, gpus, &partners, self.engine.cluster());
+        let sharers = 1 + partners.len() as u32;
+        let world = &mut self.world[job.index()];
+        let finish = world.start(now, gpus.len() as u32, rate, sharers, spec.work, &self.config.overheads);
+        let generation = world.generation;
+        // Reported so that extrapolation is exact once the restore is over.
+        let restore_secs = (world.productive_from - now).as_secs_f64();
+        let report = Input::Progress { job, work_done: world.saved - rate * restore_secs, rate };
+        if let Some(at) = finish {
+            self.push(at, Event::Finish { job, generation });
+        }
+        self.records[job.index()].first_start.get_or_insert(now);
+        self.usage.tenant_waiting[spec.tenant.index()] -= 1;
+        self.set_half_gpus(job);
+        report
+    }
+
+    /// A running job's partners changed: new rate, new finish event.
+    fn rerate(&mut self, now: Time, job: JobId, partners: &[JobId]) -> Option<Input> {
+        let world = &self.world[job.index()];
+        if !world.running {
+            return None;
+        }
+        let spec = &self.jobs[job.index()];
+        let partner_specs: Vec<&JobSpec> = partners.iter().map(|p| &self.jobs[p.index()]).collect();
+        let gpus = self.engine.job(job).map(|state| state.gpus.clone()).unwrap_or_default();
+        let rate = self.rates.rate(spec, &gpus, &partner_specs, self.engine.cluster());
+        let world = &mut self.world[job.index()];
+        let finish = world.rerate(now, rate, 1 + partners.len() as u32, spec.work);
+        let generation = world.generation;
+        let done = world.saved_or_done(now);
+        if let Some(at) = finish {
+            self.push(at, Event::Finish { job, generation });
+        }
+        self.set_half_gpus(job);
+        Some(Input::Progress { job, work_done: done, rate })
+    }
+
+    /// Brings the usage tracker in line with the job's current share of its GPUs.
+    fn set_half_gpus(&mut self, job: JobId) {
+        let now_half = self.world[job.index()].half_gpus();
+        let tenant = self.jobs[job.index()].tenant.index();
+        let before = std::mem::replace(&mut self.held_half_gpus[job.index()], now_half);
+        self.usage.tenant_half_gpus[tenant] = self.usage.tenant_half_gpus[tenant] - before + now_half;
     }
 
     /// Records the watched job's state if it changed.

@@ -15,8 +15,9 @@ pub struct UsageTracker {
     window: Span,
     origin: Time,
     last: Time,
-    /// State since `last`.
-    pub tenant_gpus: Vec<u32>,
+    /// State since `last`: each tenant's GPUs in half-GPU units (a job alone on
+    /// a GPU counts 2, each of two jobs sharing one counts 1).
+    pub tenant_half_gpus: Vec<u32>,
     pub tenant_waiting: Vec<u32>,
     pub up_gpus: u32,
     /// Integrals so far.
@@ -34,7 +35,7 @@ impl UsageTracker {
             window: if window == Span::ZERO { Span::from_secs(3600) } else { window },
             origin: Time::ZERO,
             last: Time::ZERO,
-            tenant_gpus: vec![0; tenants],
+            tenant_half_gpus: vec![0; tenants],
             tenant_waiting: vec![0; tenants],
             up_gpus,
             busy_gpu_us: 0,
@@ -64,7 +65,7 @@ impl UsageTracker {
     }
 
     fn account(&mut self, index: usize, span_us: u64) {
-        let tenants = self.tenant_gpus.len();
+        let tenants = self.tenant_half_gpus.len();
         if self.windows.len() <= index {
             self.windows.resize_with(index + 1, || WindowUsage {
                 gpu_us: vec![0; tenants],
@@ -73,7 +74,7 @@ impl UsageTracker {
         }
         let window = &mut self.windows[index];
         for t in 0..tenants {
-            let gpu_us = u64::from(self.tenant_gpus[t]) * span_us;
+            let gpu_us = u64::from(self.tenant_half_gpus[t]) * span_us / 2;
             window.gpu_us[t] += gpu_us;
             self.tenant_gpu_us[t] += u128::from(gpu_us);
             self.busy_gpu_us += u128::from(gpu_us);
@@ -93,7 +94,7 @@ mod tests {
     fn splits_intervals_across_windows() {
         let mut usage = UsageTracker::new(2, 4, Span::from_secs(10));
         usage.start_at(Time::from_secs(5));
-        usage.tenant_gpus = vec![2, 1];
+        usage.tenant_half_gpus = vec![4, 2];
         usage.tenant_waiting = vec![0, 1];
         usage.advance(Time::from_secs(20));
         assert_eq!(usage.windows.len(), 2);

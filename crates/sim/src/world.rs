@@ -23,7 +23,23 @@ impl Default for Overheads {
     }
 }
 
+/// A stretch of a run at one rate and one sharing level.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Segment {
+    from: Time,
+    /// Work units per second (0 while restoring).
+    rate: f64,
+    /// Work done when the segment began.
+    done_at_from: f64,
+    /// Jobs on the same GPUs, this one included (1 exclusive, 2 space-shared).
+    sharers: u32,
+}
+
 /// One job's progress as the world sees it.
+///
+/// GPU-time is kept in half-GPU-microseconds so that a space-shared GPU (half to
+/// each of two jobs) stays exact in integers; `held_gpu_us` and `lost_gpu_us`
+/// report whole GPU-microseconds.
 #[derive(Clone, Debug, Default)]
 pub struct WorldJob {
     /// Work kept (checkpointed or completed) before the current run.
@@ -35,24 +51,26 @@ pub struct WorldJob {
     /// When the current run starts making progress (after the restore).
     pub productive_from: Time,
     pub gpus: u32,
-    /// Bumped on every start and stop, so a stale finish event is recognized.
+    /// Bumped on every start, rate change and stop, so a stale finish event is recognized.
     pub generation: u32,
     pub starts: u32,
     /// Holds GPUs now.
     pub running: bool,
-    /// GPU-microseconds that produced nothing kept: restores and lost work.
     pub lost_gpu_us: u64,
-    /// GPU-microseconds held in total.
     pub held_gpu_us: u64,
+    held_half_us: u64,
+    lost_half_us: u64,
+    segments: Vec<Segment>,
 }
 
 impl WorldJob {
-    /// Starts a run at `now`; returns when it would finish `work`, if ever.
+    /// Starts a run at `now` shared by `sharers` jobs; returns when it would finish `work`, if ever.
     pub fn start(
         &mut self,
         now: Time,
         gpus: u32,
         rate: f64,
+        sharers: u32,
         work: f64,
         overheads: &Overheads,
     ) -> Option<Time> {
@@ -64,39 +82,101 @@ impl WorldJob {
         self.rate = rate;
         self.run_start = now;
         self.productive_from = now + restore;
-        if rate <= 0.0 || !rate.is_finite() {
+        self.segments.clear();
+        if restore > Span::ZERO {
+            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: self.saved, sharers });
+        }
+        self.segments.push(Segment { from: self.productive_from, rate, done_at_from: self.saved, sharers });
+        self.finish_time(self.productive_from, self.saved, work)
+    }
+
+    /// The rate or the sharing changed at `now`; returns the new finish time.
+    pub fn rerate(&mut self, now: Time, rate: f64, sharers: u32, work: f64) -> Option<Time> {
+        self.generation += 1;
+        self.rate = rate;
+        if now < self.productive_from {
+            // Still restoring: share the rest of the restore, then run at the new rate.
+            let productive = self.segments.pop().expect("a run has a productive segment");
+            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: self.saved, sharers });
+            self.segments.push(Segment { rate, sharers, ..productive });
+            return self.finish_time(self.productive_from, self.saved, work);
+        }
+        let done = self.work_done(now).min(work);
+        self.segments.push(Segment { from: now, rate, done_at_from: done, sharers });
+        self.finish_time(now, done, work)
+    }
+
+    fn finish_time(&self, from: Time, done: f64, work: f64) -> Option<Time> {
+        if self.rate <= 0.0 || !self.rate.is_finite() {
             return None;
         }
-        let left = (work - self.saved).max(0.0);
-        Some(self.productive_from + Span::from_secs_f64_ceil(left / rate))
+        Some(from + Span::from_secs_f64_ceil((work - done).max(0.0) / self.rate))
+    }
+
+    /// Work done by `at` in the current run.
+    fn work_done(&self, at: Time) -> f64 {
+        match self.segments.iter().rev().find(|s| s.from <= at) {
+            Some(s) => s.done_at_from + s.rate * (at - s.from).as_secs_f64(),
+            None => self.saved,
+        }
+    }
+
+    /// Half-GPU-microseconds held in `[from, to)` of the current run.
+    fn held_half_us(&self, from: Time, to: Time) -> u64 {
+        let mut total = 0u64;
+        for (i, segment) in self.segments.iter().enumerate() {
+            let end = self.segments.get(i + 1).map_or(Time::MAX, |next| next.from);
+            let span = to.min(end) - from.max(segment.from);
+            total += span.0 * u64::from(self.gpus) * 2 / u64::from(segment.sharers.max(1));
+        }
+        total
     }
 
     /// Stops the current run at `now`, keeping only checkpointed work; returns
     /// the work kept.
     pub fn stop(&mut self, now: Time, work: f64, overheads: &Overheads) -> f64 {
         let productive = now - self.productive_from;
-        let kept_span = kept_productive_span(productive, overheads.checkpoint_interval);
-        self.saved = (self.saved + self.rate * kept_span.as_secs_f64()).min(work);
-        let held = now - self.run_start;
-        self.close_run(held, kept_span);
+        let kept_until =
+            self.productive_from + kept_productive_span(productive, overheads.checkpoint_interval);
+        let kept = self.work_done(kept_until).min(work);
+        self.close_run(now, kept_until);
+        self.saved = kept;
         self.saved
     }
 
     /// The run completed all the work at `now`.
     pub fn finish(&mut self, now: Time, work: f64) {
+        self.close_run(now, now);
         self.saved = work;
-        let held = now - self.run_start;
-        let productive = now - self.productive_from;
-        self.close_run(held, productive);
     }
 
-    fn close_run(&mut self, held: Span, kept: Span) {
-        let gpus = u64::from(self.gpus);
-        self.held_gpu_us += held.0 * gpus;
-        self.lost_gpu_us += held.0.saturating_sub(kept.0) * gpus;
+    /// Accounts the run's GPU-time: all of it held, and lost except the
+    /// productive part up to `kept_until`.
+    fn close_run(&mut self, now: Time, kept_until: Time) {
+        let held = self.held_half_us(self.run_start, now);
+        let useful = self.held_half_us(self.productive_from, kept_until.min(now));
+        self.held_half_us += held;
+        self.lost_half_us += held - useful;
+        self.held_gpu_us = self.held_half_us / 2;
+        self.lost_gpu_us = self.lost_half_us / 2;
         self.generation += 1;
         self.rate = 0.0;
         self.running = false;
+        self.segments.clear();
+    }
+
+    /// Work done at `now` (for progress reports; extrapolation needs no restore term
+    /// once productive).
+    pub fn saved_or_done(&self, now: Time) -> f64 {
+        self.work_done(now.max(self.productive_from))
+    }
+
+    /// This job's share of its GPUs now, in half GPUs (2 per GPU held alone).
+    pub fn half_gpus(&self) -> u32 {
+        match self.segments.last() {
+            Some(segment) if self.running => self.gpus * 2 / segment.sharers.max(1),
+            _ => 0,
+        }
     }
 }
 
@@ -120,12 +200,12 @@ mod tests {
     fn preemption_keeps_last_checkpoint_and_resume_pays_restore() {
         let mut job = WorldJob::default();
         // 1 GPU, rate 1, 500 s of work: finishes at 500 s if undisturbed.
-        assert_eq!(job.start(Time::ZERO, 1, 1.0, 500.0, &OVERHEADS), Some(Time::from_secs(500)));
+        assert_eq!(job.start(Time::ZERO, 1, 1.0, 1, 500.0, &OVERHEADS), Some(Time::from_secs(500)));
         // Preempted at 250 s: checkpoints at 100 and 200 s, so 200 s of work kept, 50 s lost.
         assert_eq!(job.stop(Time::from_secs(250), 500.0, &OVERHEADS), 200.0);
         assert_eq!(job.lost_gpu_us, 50_000_000);
         // Resumed at 300 s: 10 s restore, then 300 s of work left: ends at 610 s.
-        assert_eq!(job.start(Time::from_secs(300), 1, 1.0, 500.0, &OVERHEADS), Some(Time::from_secs(610)));
+        assert_eq!(job.start(Time::from_secs(300), 1, 1.0, 1, 500.0, &OVERHEADS), Some(Time::from_secs(610)));
         job.finish(Time::from_secs(610), 500.0);
         assert_eq!(job.lost_gpu_us, 60_000_000);
         assert_eq!(job.held_gpu_us, 560_000_000);
@@ -134,16 +214,33 @@ mod tests {
     #[test]
     fn stop_during_restore_keeps_everything_saved() {
         let mut job = WorldJob { saved: 40.0, starts: 1, ..WorldJob::default() };
-        job.start(Time::ZERO, 2, 1.0, 100.0, &OVERHEADS);
+        job.start(Time::ZERO, 2, 1.0, 1, 100.0, &OVERHEADS);
         assert_eq!(job.stop(Time::from_secs(5), 100.0, &OVERHEADS), 40.0);
         assert_eq!(job.lost_gpu_us, 10_000_000);
+    }
+
+    #[test]
+    fn sharing_halves_the_gpu_time_and_a_rate_change_moves_the_finish() {
+        let overheads = Overheads { checkpoint_interval: Span::ZERO, restore_overhead: Span::ZERO };
+        let mut job = WorldJob::default();
+        // 2 GPUs alone at rate 1 for 100 units: finishes at 100 s.
+        assert_eq!(job.start(Time::ZERO, 2, 1.0, 1, 100.0, &overheads), Some(Time::from_secs(100)));
+        // At 40 s a partner joins: rate 0.5, half the GPUs. 60 units left take 120 s.
+        assert_eq!(job.rerate(Time::from_secs(40), 0.5, 2, 100.0), Some(Time::from_secs(160)));
+        assert_eq!(job.half_gpus(), 2);
+        // At 100 s the partner leaves: 30 units left at rate 1.
+        assert_eq!(job.rerate(Time::from_secs(100), 1.0, 1, 100.0), Some(Time::from_secs(130)));
+        job.finish(Time::from_secs(130), 100.0);
+        // Held: 40 s x 2 GPUs + 60 s x 1 GPU (half of 2) + 30 s x 2 GPUs = 200 GPU-s.
+        assert_eq!(job.held_gpu_us, 200_000_000);
+        assert_eq!(job.lost_gpu_us, 0);
     }
 
     #[test]
     fn continuous_checkpoints_lose_nothing() {
         let overheads = Overheads { checkpoint_interval: Span::ZERO, restore_overhead: Span::ZERO };
         let mut job = WorldJob::default();
-        job.start(Time::ZERO, 4, 2.0, 100.0, &overheads);
+        job.start(Time::ZERO, 4, 2.0, 1, 100.0, &overheads);
         assert_eq!(job.stop(Time::from_secs(7), 100.0, &overheads), 14.0);
         assert_eq!(job.lost_gpu_us, 0);
     }

@@ -92,9 +92,19 @@ proptest! {
         let total_gpus = case.nodes * case.gpus_per_node;
         let log = result.log.as_ref().unwrap();
 
-        // No GPU is ever held by two jobs: replay ownership from the step log.
-        let mut owner: BTreeMap<GpuId, JobId> = BTreeMap::new();
+        // No GPU is ever double-booked: replay ownership from the step log. A GPU
+        // has one owner, or two when a job was started to share it with its only owner.
+        let mut owners: BTreeMap<GpuId, Vec<JobId>> = BTreeMap::new();
         let mut held: BTreeMap<JobId, Vec<GpuId>> = BTreeMap::new();
+        let release = |owners: &mut BTreeMap<GpuId, Vec<JobId>>, held: &mut BTreeMap<JobId, Vec<GpuId>>, job: JobId| {
+            for gpu in held.remove(&job).unwrap_or_default() {
+                let list = owners.get_mut(&gpu).expect("held GPU has owners");
+                list.retain(|j| *j != job);
+                if list.is_empty() {
+                    owners.remove(&gpu);
+                }
+            }
+        };
         for (_, input, commands) in &log.steps {
             let finished: Vec<JobId> = match input {
                 Input::JobFinished { job } => vec![*job],
@@ -105,30 +115,35 @@ proptest! {
                 _ => vec![],
             };
             for job in finished {
-                for gpu in held.remove(&job).expect("finished job held GPUs") {
-                    owner.remove(&gpu);
-                }
+                prop_assert!(held.contains_key(&job), "{} finished without GPUs", job);
+                release(&mut owners, &mut held, job);
             }
             for command in commands {
                 match command {
                     Command::Start { job, gpus } => {
                         prop_assert_eq!(gpus.len() as u32, case.jobs[job.index()].gpus);
                         for gpu in gpus {
-                            prop_assert!(owner.insert(*gpu, *job).is_none(), "{} double-booked", gpu);
+                            prop_assert!(owners.insert(*gpu, vec![*job]).is_none(), "{} double-booked", gpu);
                         }
                         held.insert(*job, gpus.clone());
                     }
-                    Command::Stop { job, .. } | Command::End { job, .. } => {
-                        for gpu in held.remove(job).unwrap_or_default() {
-                            owner.remove(&gpu);
+                    Command::StartShared { job, gpus, partner } => {
+                        prop_assert_eq!(gpus.len() as u32, case.jobs[job.index()].gpus);
+                        for gpu in gpus {
+                            let list = owners.get_mut(gpu).expect("shared GPU is held");
+                            prop_assert_eq!(&*list, &vec![*partner], "{} shared with a job not alone on it", gpu);
+                            list.push(*job);
                         }
+                        held.insert(*job, gpus.clone());
                     }
+                    Command::Rerate { job, .. } => prop_assert!(held.contains_key(job)),
+                    Command::Stop { job, .. } | Command::End { job, .. } => release(&mut owners, &mut held, *job),
                 }
             }
-            prop_assert!(owner.len() as u32 <= total_gpus);
-            // Tenant limits hold at every step.
+            prop_assert!(owners.len() as u32 <= total_gpus);
+            // Tenant limits hold at every step (a shared GPU counts for each job on it).
             let mut per_tenant = vec![0u32; case.tenants];
-            for job in owner.values() {
+            for job in owners.values().flatten() {
                 per_tenant[case.jobs[job.index()].tenant.index()] += 1;
             }
             for (t, held) in per_tenant.iter().enumerate() {
