@@ -9,7 +9,7 @@ use cotenant_core::{Policy, Span};
 use cotenant_perf::throughput::ThroughputTable;
 
 use crate::fifo::Fifo;
-use crate::gavel::Objective;
+use crate::gavel::{Objective, PackedObjective};
 use crate::las::Las;
 use crate::sjf::Sjf;
 use crate::srtf::Srtf;
@@ -122,7 +122,7 @@ pub fn policies() -> &'static [PolicyInfo] {
     &POLICIES
 }
 
-static POLICIES: [PolicyInfo; 17] = [
+static POLICIES: [PolicyInfo; 21] = [
     PolicyInfo {
         name: "fifo",
         summary: "first come first served, non-preemptive; the first job that does not fit blocks the queue",
@@ -199,6 +199,26 @@ static POLICIES: [PolicyInfo; 17] = [
         name: "max-sum-throughput-perf",
         summary: "Gavel max sum throughput: maximize total steps/s over all jobs (heterogeneity-aware); reads --throughputs (options seed=0, reset_interval=1920s)",
         build: |p, o| crate::gavel::build("max-sum-throughput-perf", Objective::MaxSumThroughput, p, o),
+    },
+    PolicyInfo {
+        name: "max-min-fairness-packed",
+        summary: "Gavel max-min fairness with space sharing: time for jobs alone and for equal-size pairs sharing GPUs at the table's co-located rates; needs --throughputs (options seed=0, reset_interval=1920s)",
+        build: |p, o| crate::gavel::build("max-min-fairness-packed", Objective::Packed(PackedObjective::MaxMinFairness), p, o),
+    },
+    PolicyInfo {
+        name: "finish-time-fairness-packed",
+        summary: "Gavel finish-time fairness (Themis, heterogeneity-aware) with space sharing: minimize the worst rho over jobs alone and pairs; needs --throughputs (options seed=0, reset_interval=1920s)",
+        build: |p, o| crate::gavel::build("finish-time-fairness-packed", Objective::Packed(PackedObjective::FinishTimeFairness), p, o),
+    },
+    PolicyInfo {
+        name: "min-total-duration-packed",
+        summary: "Gavel min total duration with space sharing: smallest makespan over jobs alone and pairs; needs --throughputs (options seed=0, reset_interval=1920s)",
+        build: |p, o| crate::gavel::build("min-total-duration-packed", Objective::Packed(PackedObjective::MinTotalDuration), p, o),
+    },
+    PolicyInfo {
+        name: "fifo-packed",
+        summary: "Gavel FIFO-perf, then queued jobs join a running job when their pair's normalized throughput exceeds 1.5; needs --throughputs (options seed=0, reset_interval=1920s)",
+        build: |p, o| crate::gavel::build("fifo-packed", Objective::Packed(PackedObjective::Fifo), p, o),
     },
     PolicyInfo {
         name: "drf",

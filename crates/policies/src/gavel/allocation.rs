@@ -25,6 +25,10 @@ use std::collections::BTreeMap;
 
 use cotenant_core::JobId;
 
+use super::packed::{
+    fifo_packed, finish_time_fairness_packed, max_min_packed, min_total_duration_packed, PackedAllocation,
+    PairCandidate,
+};
 use super::pyrandom::PyRandom;
 use super::solver::{max_min_reaches, solve, Floor, Problem, SolveError};
 
@@ -44,12 +48,32 @@ pub struct AllocJob {
 /// Which optimization a Gavel policy solves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Objective {
-    Fifo { perf: bool },
-    MaxMinFairness { perf: bool },
-    FinishTimeFairness { perf: bool },
+    Fifo {
+        perf: bool,
+    },
+    MaxMinFairness {
+        perf: bool,
+    },
+    FinishTimeFairness {
+        perf: bool,
+    },
     MinTotalDuration,
     MaxSumThroughput,
+    /// The space-sharing forms (`packed.rs`), all heterogeneity-aware.
+    Packed(PackedObjective),
 }
+
+/// Objectives whose allocation also gives time to pairs of jobs sharing GPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PackedObjective {
+    MaxMinFairness,
+    FinishTimeFairness,
+    MinTotalDuration,
+    Fifo,
+}
+
+/// Gavel's `packing_threshold`: FIFO packs a pair only above this normalized throughput.
+pub const FIFO_PACKING_THRESHOLD: f64 = 1.5;
 
 impl Objective {
     /// Whether the policy reads throughputs (Gavel's `_Perf` policies). The
@@ -59,8 +83,18 @@ impl Objective {
             Objective::Fifo { perf }
             | Objective::MaxMinFairness { perf }
             | Objective::FinishTimeFairness { perf } => perf,
-            Objective::MinTotalDuration | Objective::MaxSumThroughput => true,
+            Objective::MinTotalDuration | Objective::MaxSumThroughput | Objective::Packed(_) => true,
         }
+    }
+
+    /// Whether the allocation may give time to pairs (the mechanism then tracks them).
+    pub fn packs(self) -> bool {
+        matches!(self, Objective::Packed(_))
+    }
+
+    /// Gavel's FIFO policies never start a job whose priority is zero.
+    pub fn is_fifo(self) -> bool {
+        matches!(self, Objective::Fifo { .. } | Objective::Packed(PackedObjective::Fifo))
     }
 }
 
@@ -84,7 +118,7 @@ pub struct Allocator {
 
 /// Finish-time fairness's memory: isolated time credited to each job so far.
 #[derive(Clone, Debug, Default)]
-struct FtfHistory {
+pub struct FtfHistory {
     isolated_time_s: BTreeMap<JobId, f64>,
     previous_remaining: BTreeMap<JobId, f64>,
     previous_isolated_rate: BTreeMap<JobId, f64>,
@@ -125,6 +159,32 @@ impl Allocator {
             }
             Objective::MinTotalDuration => min_total_duration(jobs, capacity),
             Objective::MaxSumThroughput => max_sum_throughput(jobs, capacity),
+            Objective::Packed(_) => Ok(self.allocate_packed(jobs, &[], capacity, type_names)?.singles),
+        }
+    }
+
+    /// X for jobs alone and for the candidate `pairs` (none for unpacked
+    /// objectives, which ignore them). Rows align with `jobs` and `pairs`.
+    pub fn allocate_packed(
+        &mut self,
+        jobs: &[AllocJob],
+        pairs: &[PairCandidate],
+        capacity: &[u32],
+        type_names: &[String],
+    ) -> Result<PackedAllocation, SolveError> {
+        let Objective::Packed(objective) = self.objective else {
+            let singles = self.allocate(jobs, capacity, type_names)?;
+            return Ok(PackedAllocation { singles, pairs: Vec::new(), min_normalized: 0.0 });
+        };
+        match objective {
+            PackedObjective::MaxMinFairness => max_min_packed(jobs, capacity, pairs),
+            PackedObjective::FinishTimeFairness => {
+                finish_time_fairness_packed(jobs, capacity, pairs, &mut self.ftf)
+            }
+            PackedObjective::MinTotalDuration => min_total_duration_packed(jobs, capacity, pairs),
+            PackedObjective::Fifo => {
+                Ok(fifo_packed(jobs, capacity, pairs, type_names, FIFO_PACKING_THRESHOLD))
+            }
         }
     }
 
@@ -291,7 +351,7 @@ fn proportional_throughputs(jobs: &[AllocJob], capacity: &[u32]) -> Vec<f64> {
 
 /// Throughput of each job with `1/m` of every type, divided by its scale factor
 /// and scaled so the row fits in one unit of time (Gavel's `IsolatedPolicy`).
-fn isolated_throughputs(rates: &[Vec<f64>], jobs: &[AllocJob], capacity: &[u32]) -> Vec<f64> {
+pub(super) fn isolated_throughputs(rates: &[Vec<f64>], jobs: &[AllocJob], capacity: &[u32]) -> Vec<f64> {
     let m = jobs.len().max(1) as f64;
     jobs.iter()
         .zip(rates)
@@ -339,7 +399,43 @@ fn finish_time_fairness(
         .map(|j| if perf { j.steps_per_s.clone() } else { vec![j.steps_per_s[fastest]; capacity.len()] })
         .collect();
     let iso = isolated_throughputs(&rates, jobs, capacity);
-    // Isolated time credited for the steps done since the previous call.
+    let isolated_finish = isolated_finish_times(jobs, &iso, history);
+    let rates = &rates;
+    let coef_at = |needs: &[f64]| {
+        let needs = needs.to_vec();
+        move |i: usize, ty: usize| {
+            let need = needs[i];
+            if need.is_finite() && need > 0.0 {
+                rates[i][ty] / need
+            } else {
+                rates[i][ty]
+            }
+        }
+    };
+    let mut reaches = |needs: &[f64]| max_min_at_least(jobs, capacity, coef_at(needs), 1.0);
+    let Some(needs) = finish_time_search(jobs, &isolated_finish, &mut reaches)? else {
+        // Gavel falls back to the isolated allocation.
+        return Ok(jobs
+            .iter()
+            .map(|job| {
+                let share: Vec<f64> = capacity
+                    .iter()
+                    .map(|&c| c as f64 / jobs.len() as f64 / job.scale_factor.max(1) as f64)
+                    .collect();
+                let row = share.iter().sum::<f64>().max(1.0);
+                share.iter().map(|x| x / row).collect()
+            })
+            .collect());
+    };
+    // The central allocation at the smallest rho found feasible.
+    let (best, _) = central_max_min(jobs, capacity, coef_at(&needs))?;
+    Ok(best)
+}
+
+/// Each job's isolated finish time: the isolated time credited for the steps
+/// done since earlier calls plus its steps left at the isolated rate `iso`.
+/// Updates `history` for the next call.
+pub(super) fn isolated_finish_times(jobs: &[AllocJob], iso: &[f64], history: &mut FtfHistory) -> Vec<f64> {
     let mut isolated_finish = Vec::with_capacity(jobs.len());
     for (i, job) in jobs.iter().enumerate() {
         let credited = history.isolated_time_s.entry(job.id).or_insert(0.0);
@@ -357,9 +453,20 @@ fn finish_time_fairness(
         });
     }
     history.previous_remaining = jobs.iter().map(|j| (j.id, j.steps_remaining)).collect();
-    history.previous_isolated_rate = jobs.iter().zip(&iso).map(|(j, r)| (j.id, *r)).collect();
+    history.previous_isolated_rate = jobs.iter().zip(iso).map(|(j, r)| (j.id, *r)).collect();
     history.isolated_time_s.retain(|id, _| history.previous_remaining.contains_key(id));
+    isolated_finish
+}
 
+/// Bisection on rho for finish-time fairness. `reaches(needs)` says whether
+/// some allocation gives every job its `needs[i]` steps/s (rho <= s); a need
+/// that is not finite and positive means "any throughput". Returns the needs
+/// at the smallest rho found feasible, or `None` if none is.
+pub(super) fn finish_time_search(
+    jobs: &[AllocJob],
+    isolated_finish: &[f64],
+    reaches: &mut impl FnMut(&[f64]) -> Result<bool, SolveError>,
+) -> Result<Option<Vec<f64>>, SolveError> {
     // Steps/s job i needs for rho <= s.
     let needed = |i: usize, s: f64| {
         let j = &jobs[i];
@@ -370,22 +477,13 @@ fn finish_time_fairness(
             f64::INFINITY
         }
     };
-    let rates = &rates;
-    let coef_at = |s: f64| {
-        move |i: usize, ty: usize| {
-            let need = needed(i, s);
-            if need.is_finite() && need > 0.0 {
-                rates[i][ty] / need
-            } else {
-                rates[i][ty]
-            }
-        }
-    };
-    let feasible_at = |s: f64| -> Result<bool, SolveError> {
-        if (0..jobs.len()).any(|i| needed(i, s).is_infinite() && isolated_finish[i].is_finite()) {
+    let needs_at = |s: f64| -> Vec<f64> { (0..jobs.len()).map(|i| needed(i, s)).collect() };
+    let mut feasible_at = |s: f64| -> Result<bool, SolveError> {
+        let needs = needs_at(s);
+        if (0..jobs.len()).any(|i| needs[i].is_infinite() && isolated_finish[i].is_finite()) {
             return Ok(false);
         }
-        max_min_at_least(jobs, capacity, coef_at(s), 1.0)
+        reaches(&needs)
     };
     let mut high = 1.0;
     let mut found = false;
@@ -397,18 +495,7 @@ fn finish_time_fairness(
         high *= 2.0;
     }
     if !found {
-        // Gavel falls back to the isolated allocation.
-        return Ok(jobs
-            .iter()
-            .map(|job| {
-                let share: Vec<f64> = capacity
-                    .iter()
-                    .map(|&c| c as f64 / jobs.len() as f64 / job.scale_factor.max(1) as f64)
-                    .collect();
-                let row = share.iter().sum::<f64>().max(1.0);
-                share.iter().map(|x| x / row).collect()
-            })
-            .collect());
+        return Ok(None);
     }
     let mut low = (0..jobs.len())
         .filter(|&i| isolated_finish[i].is_finite() && isolated_finish[i] > 0.0)
@@ -425,18 +512,15 @@ fn finish_time_fairness(
             low = mid;
         }
     }
-    // The central allocation at the smallest rho found feasible.
-    let (best, _) = central_max_min(jobs, capacity, coef_at(high))?;
-    Ok(best)
+    Ok(Some(needs_at(high)))
 }
 
-fn min_total_duration(jobs: &[AllocJob], capacity: &[u32]) -> Result<Vec<Vec<f64>>, SolveError> {
-    // Feasible at T iff max-min of (T[i] . X[i]) * T / R_i >= 1: one solve
-    // gives the smallest feasible T; Gavel's bisection is then replayed exactly.
-    let (_, t_unit) =
-        central_max_min(jobs, capacity, |i, t| jobs[i].steps_per_s[t] / jobs[i].steps_remaining.max(1.0))?;
+/// The horizon Gavel's min-total-duration bisection settles on, given the
+/// max-min value `t_unit` of `throughput_i / R_i` (the smallest feasible
+/// horizon is `1 / t_unit`); `None` if no job can progress.
+pub(super) fn gavel_horizon(t_unit: f64) -> Option<f64> {
     if t_unit <= 0.0 {
-        return Ok(vec![vec![0.0; capacity.len()]; jobs.len()]);
+        return None;
     }
     let smallest = 1.0 / t_unit;
     let (mut low, mut high, mut last_high) =
@@ -456,10 +540,56 @@ fn min_total_duration(jobs: &[AllocJob], capacity: &[u32]) -> Result<Vec<Vec<f64
         low = last_high;
         last_high *= 10.0;
         if last_high > 1e30 {
-            return Ok(vec![vec![0.0; capacity.len()]; jobs.len()]);
+            return None;
         }
     }
-    let horizon_s = found.unwrap_or(smallest);
+    Some(found.unwrap_or(smallest))
+}
+
+/// FIFO-perf's assignment (Gavel's `FIFOPolicy` outside `base` mode): in
+/// arrival order, each job takes the fastest type with room, types listed in
+/// name order; the queue stops at the first job that fits nowhere.
+pub(super) fn fifo_perf_types(
+    jobs: &[AllocJob],
+    capacity: &[u32],
+    type_names: &[String],
+) -> Vec<Option<usize>> {
+    let mut available: Vec<i64> = capacity.iter().map(|&c| c as i64).collect();
+    let mut types: Vec<usize> = (0..capacity.len()).filter(|&t| available[t] > 0).collect();
+    types.sort_by(|&a, &b| type_names[a].cmp(&type_names[b]));
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| jobs[i].id);
+    let mut assigned = vec![None; jobs.len()];
+    for i in order {
+        if types.is_empty() {
+            break;
+        }
+        let sf = jobs[i].scale_factor as i64;
+        let mut best: Option<(usize, f64)> = None;
+        for (k, &t) in types.iter().enumerate() {
+            if available[t] >= sf && best.is_none_or(|(_, rate)| jobs[i].steps_per_s[t] > rate) {
+                best = Some((k, jobs[i].steps_per_s[t]));
+            }
+        }
+        let Some((k, _)) = best else { break };
+        let t = types[k];
+        assigned[i] = Some(t);
+        available[t] -= sf;
+        if available[t] == 0 {
+            types.remove(k);
+        }
+    }
+    assigned
+}
+
+fn min_total_duration(jobs: &[AllocJob], capacity: &[u32]) -> Result<Vec<Vec<f64>>, SolveError> {
+    // Feasible at T iff max-min of (T[i] . X[i]) * T / R_i >= 1: one solve
+    // gives the smallest feasible T; Gavel's bisection is then replayed exactly.
+    let (_, t_unit) =
+        central_max_min(jobs, capacity, |i, t| jobs[i].steps_per_s[t] / jobs[i].steps_remaining.max(1.0))?;
+    let Some(horizon_s) = gavel_horizon(t_unit) else {
+        return Ok(vec![vec![0.0; capacity.len()]; jobs.len()]);
+    };
     let (start, t) = central_max_min(jobs, capacity, |i, t| {
         jobs[i].steps_per_s[t] * horizon_s / jobs[i].steps_remaining.max(1.0)
     })?;

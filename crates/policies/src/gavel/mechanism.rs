@@ -6,24 +6,35 @@
 //!   `min(floor(rate * round_length), steps left)` steps, and the round ends when
 //!   the last of them is done (so at most one round length later). Jobs that
 //!   arrive or GPUs that free up mid-round wait for the next round, as in Gavel.
+//! - What is scheduled is a *combination*: one job alone, or (packed
+//!   objectives) two jobs of equal scale factor sharing the same GPUs, at the
+//!   table's co-located rates. Allocation, time received, deficits and
+//!   priorities are kept per combination and GPU type, as Gavel keeps them per
+//!   job id and job-id pair.
 //! - The allocation X is recomputed only when jobs arrived or left, and then at
 //!   most once per `reset_interval` (Gavel's `minimum_time_between_allocation_resets`,
 //!   1,920 s), when time received is reset and the difference to what X promised
 //!   is carried as a deficit.
-//! - Priority of job i on GPU type j: `X[i][j] / (time of i on j / time of all
-//!   jobs on j)` since the last reset (each job starts with half a round on
-//!   every type); `X * 1e9` with no time yet; 0 without allocation or throughput.
-//! - Per round, jobs are taken greedily per GPU type (fastest type first; in a
-//!   random order for heterogeneity-agnostic policies, drawn like Gavel's) by
-//!   (priority, deficit, allocation), each at most once, while it fits.
-//! - A job that is scheduled again on the same GPU type keeps its GPUs (lease
-//!   extension: no stop, no restore); others are preempted and restarted.
+//! - Priority of combination c on GPU type j: `X[c][j] / (time of c on j / time
+//!   of all combinations on j)` since the last reset (each job starts with half
+//!   a round on every type, a pair with none); `X * 1e9` with no time yet; 0
+//!   without allocation or throughput.
+//! - Per round, combinations are taken greedily per GPU type (fastest type first;
+//!   in a random order for heterogeneity-agnostic policies, drawn like Gavel's)
+//!   by (priority, deficit, allocation), while they fit and none of their jobs
+//!   is taken yet (Gavel's `_schedule_jobs_on_workers_helper`).
+//! - A job scheduled again on the GPU type it runs on keeps its GPUs (lease
+//!   extension: no stop, no restore), and so does a pair that stays together.
+//!   A pair is started as `Start` of its first job and `StartShared` of the
+//!   second on the same GPUs, or, if one of its jobs runs on that type now, as
+//!   `StartShared` of the other on that job's GPUs. Others are preempted.
 //!
 //! Steps left are read from the engine's progress (`JobState::work_done`), which
 //! the world keeps exact with `Input::Progress` reports on every start and stop
 //! (the simulator does); without them a round would be planned as if every job
 //! still had all its work left.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -35,6 +46,7 @@ use cotenant_core::{
 use cotenant_perf::throughput::{JobTypeKey, ThroughputTable};
 
 use super::allocation::{AllocJob, Allocator, Objective};
+use super::packed::PairCandidate;
 use super::pyrandom::PyRandom;
 
 /// Gavel's default round length in its simulator (`time_per_iteration`).
@@ -44,6 +56,9 @@ pub const DEFAULT_RESET_INTERVAL: Span = Span(1_920 * MICROS_PER_SECOND);
 /// Extra time after a round's last predicted finish before the next round, so
 /// that a completion rounded up to the next microsecond lands inside the round.
 const ROUND_SLACK: Span = Span(1_000);
+/// Most pair candidates tracked (STYLE: a limit on everything). Pairs grow as
+/// the square of active jobs; past this, later arrivals get no new pairs.
+pub const MAX_PAIR_CANDIDATES: usize = 20_000;
 
 /// How a Gavel policy is set up.
 #[derive(Clone, Debug)]
@@ -62,10 +77,60 @@ pub struct GavelConfig {
 pub struct GavelStats {
     pub rounds: u64,
     pub allocations: u64,
-    /// Jobs that ran in consecutive rounds on the same GPUs.
+    /// Combinations that ran in consecutive rounds on the same GPUs.
     pub lease_extensions: u64,
-    /// Jobs that ran in a round and were still active at the next.
+    /// Combinations that ran in a round and had a job still active at the next.
     pub lease_opportunities: u64,
+    /// Rounds' pairs: combinations of two jobs sharing GPUs, summed over rounds.
+    pub pairs_run: u64,
+}
+
+/// One job alone, or two (the smaller id first) sharing the same GPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Combo {
+    Single(JobId),
+    Pair(JobId, JobId),
+}
+
+impl Combo {
+    fn pair(a: JobId, b: JobId) -> Combo {
+        Combo::Pair(a.min(b), a.max(b))
+    }
+
+    pub fn jobs(self) -> Vec<JobId> {
+        match self {
+            Combo::Single(a) => vec![a],
+            Combo::Pair(a, b) => vec![a, b],
+        }
+    }
+
+    fn contains(self, id: JobId) -> bool {
+        match self {
+            Combo::Single(a) => a == id,
+            Combo::Pair(a, b) => a == id || b == id,
+        }
+    }
+
+    /// Gavel's insertion order of its per-combination dicts, which decides
+    /// ties: job i, then its pairs with earlier jobs (0, i), (1, i), ...
+    fn order_key(self) -> (JobId, bool, JobId) {
+        match self {
+            Combo::Single(a) => (a, false, a),
+            Combo::Pair(a, b) => (b, true, a),
+        }
+    }
+}
+
+impl Ord for Combo {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.order_key().cmp(&other.order_key())
+    }
+}
+
+impl PartialOrd for Combo {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -78,8 +143,8 @@ struct Tracked {
 }
 
 #[derive(Clone, Debug)]
-struct RoundJob {
-    id: JobId,
+struct RoundEntry {
+    combo: Combo,
     gpu_type: usize,
     gpus: Vec<GpuId>,
     finish_s: f64,
@@ -89,7 +154,7 @@ struct RoundJob {
 struct Round {
     start_s: f64,
     end: Time,
-    jobs: Vec<RoundJob>,
+    entries: Vec<RoundEntry>,
 }
 
 /// The GPU types of the cluster as the mechanism sees them.
@@ -102,6 +167,22 @@ struct Types {
     order: Vec<usize>,
 }
 
+/// GPUs held now by one running job, or by two sharing them.
+#[derive(Clone, Debug)]
+struct Holding {
+    gpu_type: usize,
+    gpus: Vec<GpuId>,
+    jobs: Vec<JobId>,
+}
+
+/// A combination chosen for the round and where it runs.
+#[derive(Clone, Debug)]
+struct Placed {
+    combo: Combo,
+    gpu_type: usize,
+    gpus: Vec<GpuId>,
+}
+
 /// A Gavel policy: an allocation objective plus the round mechanism.
 #[derive(Debug)]
 pub struct Gavel {
@@ -112,11 +193,14 @@ pub struct Gavel {
     shuffler: PyRandom,
     types: Option<Types>,
     jobs: BTreeMap<JobId, Tracked>,
+    /// Co-located rates `(rate of a, rate of b)` per cluster type of each
+    /// candidate pair (a < b); empty unless the objective packs.
+    pair_rates: BTreeMap<(JobId, JobId), Vec<(f64, f64)>>,
     arrived: BTreeSet<JobId>,
-    allocation: BTreeMap<JobId, Vec<f64>>,
-    job_time_s: BTreeMap<JobId, Vec<f64>>,
+    allocation: BTreeMap<Combo, Vec<f64>>,
+    combo_time_s: BTreeMap<Combo, Vec<f64>>,
     worker_time_s: Vec<f64>,
-    deficits_s: BTreeMap<JobId, Vec<f64>>,
+    deficits_s: BTreeMap<Combo, Vec<f64>>,
     last_reset_s: f64,
     need_update: bool,
     round: Option<Round>,
@@ -133,9 +217,10 @@ impl Gavel {
             job_types,
             types: None,
             jobs: BTreeMap::new(),
+            pair_rates: BTreeMap::new(),
             arrived: BTreeSet::new(),
             allocation: BTreeMap::new(),
-            job_time_s: BTreeMap::new(),
+            combo_time_s: BTreeMap::new(),
             worker_time_s: Vec::new(),
             deficits_s: BTreeMap::new(),
             last_reset_s: 0.0,
@@ -183,16 +268,19 @@ impl Gavel {
         self.types = Some(Types { table_index, names, order });
     }
 
+    fn type_key(&self, view: &ClusterView<'_>, id: JobId) -> Option<JobTypeKey> {
+        let spec = &view.job(id).spec;
+        spec.job_type
+            .and_then(|t| self.job_types.get(t as usize))
+            .map(|model| JobTypeKey::new(model.clone(), spec.gpus.max(1)))
+    }
+
     fn rates_of(&self, view: &ClusterView<'_>, id: JobId) -> Vec<f64> {
         let types = self.types.as_ref().expect("types initialized");
         if self.table.is_empty() {
             return vec![1.0; types.names.len()];
         }
-        let spec = &view.job(id).spec;
-        let key = spec
-            .job_type
-            .and_then(|t| self.job_types.get(t as usize))
-            .map(|model| JobTypeKey::new(model.clone(), spec.gpus.max(1)));
+        let key = self.type_key(view, id);
         types
             .table_index
             .iter()
@@ -205,13 +293,34 @@ impl Gavel {
             .collect()
     }
 
+    /// Co-located rates of `a` and `b` on each cluster type, if the table
+    /// measured them with both positive somewhere (Gavel pairs equal scale
+    /// factors only; the key carries the scale factor).
+    fn pair_rates_of(&self, view: &ClusterView<'_>, a: JobId, b: JobId) -> Option<Vec<(f64, f64)>> {
+        let types = self.types.as_ref().expect("types initialized");
+        let (key_a, key_b) = (self.type_key(view, a)?, self.type_key(view, b)?);
+        if key_a.scale_factor != key_b.scale_factor {
+            return None;
+        }
+        let rates: Vec<(f64, f64)> = types
+            .table_index
+            .iter()
+            .map(|ti| {
+                ti.and_then(|ti| self.table.colocated(&key_a, &key_b, ti))
+                    .map_or((0.0, 0.0), |p| (p.own_steps_per_s, p.other_steps_per_s))
+            })
+            .collect();
+        rates.iter().any(|&(x, y)| x > 0.0 && y > 0.0).then_some(rates)
+    }
+
     fn forget(&mut self, id: JobId) {
         if self.jobs.remove(&id).is_some() {
             self.need_update = true;
         }
         self.arrived.remove(&id);
-        self.job_time_s.remove(&id);
-        self.deficits_s.remove(&id);
+        self.pair_rates.retain(|&(a, b), _| a != id && b != id);
+        self.combo_time_s.retain(|c, _| !c.contains(id));
+        self.deficits_s.retain(|c, _| !c.contains(id));
     }
 
     fn admit_arrivals(&mut self, view: &ClusterView<'_>) {
@@ -225,22 +334,40 @@ impl Gavel {
                 weight: (job.spec.priority as f64 + 1.0).max(1.0),
                 arrival: job.spec.arrival,
             };
+            if self.config.objective.packs() {
+                // Gavel starts a pair's time at zero (a job's at half a round).
+                let others: Vec<JobId> = self.jobs.keys().copied().collect();
+                for other in others {
+                    if self.pair_rates.len() >= MAX_PAIR_CANDIDATES {
+                        break;
+                    }
+                    if let Some(rates) = self.pair_rates_of(view, other, id) {
+                        let combo = Combo::pair(other, id);
+                        let Combo::Pair(a, b) = combo else { continue };
+                        let rates =
+                            if a == other { rates } else { rates.iter().map(|&(x, y)| (y, x)).collect() };
+                        self.pair_rates.insert((a, b), rates);
+                        self.combo_time_s.insert(combo, vec![0.0; n]);
+                        self.deficits_s.insert(combo, vec![0.0; n]);
+                    }
+                }
+            }
             self.jobs.insert(id, tracked);
-            self.job_time_s.insert(id, vec![self.half_round_s(); n]);
-            self.deficits_s.insert(id, vec![0.0; n]);
+            self.combo_time_s.insert(Combo::Single(id), vec![self.half_round_s(); n]);
+            self.deficits_s.insert(Combo::Single(id), vec![0.0; n]);
             self.need_update = true;
         }
     }
 
-    /// Closes the round: charges each job the time it ran to its GPU type.
+    /// Closes the round: charges each combination the time it ran to its GPU type.
     fn end_round(&mut self) {
         let Some(round) = self.round.take() else { return };
-        for job in &round.jobs {
-            let ran_s = job.finish_s - round.start_s;
-            if let Some(times) = self.job_time_s.get_mut(&job.id) {
-                times[job.gpu_type] += ran_s;
+        for entry in &round.entries {
+            let ran_s = entry.finish_s - round.start_s;
+            if let Some(times) = self.combo_time_s.get_mut(&entry.combo) {
+                times[entry.gpu_type] += ran_s;
             }
-            self.worker_time_s[job.gpu_type] += ran_s;
+            self.worker_time_s[entry.gpu_type] += ran_s;
         }
         self.round = Some(round);
     }
@@ -251,10 +378,10 @@ impl Gavel {
         let half = self.half_round_s();
         for t in 0..self.worker_time_s.len() {
             self.worker_time_s[t] = 0.0;
-            for (id, times) in self.job_time_s.iter_mut() {
+            for (combo, times) in self.combo_time_s.iter_mut() {
                 let received = times[t] - half;
-                let promised = self.allocation.get(id).map_or(0.0, |x| x[t] * elapsed);
-                if let Some(deficit) = self.deficits_s.get_mut(id) {
+                let promised = self.allocation.get(combo).map_or(0.0, |x| x[t] * elapsed);
+                if let Some(deficit) = self.deficits_s.get_mut(combo) {
                     deficit[t] += promised - received;
                 }
                 times[t] = half;
@@ -286,20 +413,56 @@ impl Gavel {
                 }
             })
             .collect();
+        let index: BTreeMap<JobId, usize> = jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+        let pairs: Vec<PairCandidate> = self
+            .pair_rates
+            .iter()
+            .map(|(&(a, b), rates)| PairCandidate { pair: (index[&a], index[&b]), rates: rates.clone() })
+            .collect();
         let names = types.names.clone();
         self.allocation.clear();
         // A solver failure leaves X empty: every priority is zero this round and
         // the next arrival or departure tries again. It is never a panic.
-        if let Ok(x) = self.allocator.allocate(&jobs, &capacity, &names) {
-            for (job, row) in jobs.iter().zip(x) {
-                self.allocation.insert(job.id, row);
+        if let Ok(x) = self.allocator.allocate_packed(&jobs, &pairs, &capacity, &names) {
+            for (job, row) in jobs.iter().zip(x.singles) {
+                self.allocation.insert(Combo::Single(job.id), row);
+            }
+            for (&(a, b), row) in self.pair_rates.keys().zip(x.pairs) {
+                self.allocation.insert(Combo::Pair(a, b), row);
             }
         }
         self.stats.allocations += 1;
     }
 
+    /// Whether every job of `combo` progresses on `gpu_type`.
+    fn runs_on(&self, combo: Combo, gpu_type: usize) -> bool {
+        match combo {
+            Combo::Single(a) => self.jobs.get(&a).is_some_and(|j| j.rates[gpu_type] > 0.0),
+            Combo::Pair(a, b) => {
+                self.pair_rates.get(&(a, b)).is_some_and(|r| r[gpu_type].0 > 0.0 && r[gpu_type].1 > 0.0)
+            }
+        }
+    }
+
+    /// Steps/s of each job of `combo` (in `Combo::jobs` order) on `gpu_type`.
+    fn combo_rates(&self, combo: Combo, gpu_type: usize) -> Vec<f64> {
+        match combo {
+            Combo::Single(a) => vec![self.jobs[&a].rates[gpu_type]],
+            Combo::Pair(a, b) => {
+                let (x, y) = self.pair_rates[&(a, b)][gpu_type];
+                vec![x, y]
+            }
+        }
+    }
+
+    fn scale_factor(&self, combo: Combo) -> u32 {
+        match combo {
+            Combo::Single(a) | Combo::Pair(a, _) => self.jobs[&a].scale_factor,
+        }
+    }
+
     /// Gavel's `_update_priorities`: maybe reset and re-allocate, then priorities.
-    fn priorities(&mut self, view: &ClusterView<'_>, now: Time, force: bool) -> BTreeMap<JobId, Vec<f64>> {
+    fn priorities(&mut self, view: &ClusterView<'_>, now: Time, force: bool) -> BTreeMap<Combo, Vec<f64>> {
         let now_s = now.as_secs_f64();
         let interval_over = now_s - self.last_reset_s >= self.config.reset_interval.as_secs_f64();
         if force || (self.need_update && (interval_over || self.last_reset_s == 0.0)) {
@@ -308,12 +471,11 @@ impl Gavel {
             self.need_update = false;
         }
         let mut out = BTreeMap::new();
-        for (&id, tracked) in &self.jobs {
-            let times = &self.job_time_s[&id];
+        for (&combo, times) in &self.combo_time_s {
             let row: Vec<f64> = (0..self.worker_time_s.len())
                 .map(|t| {
-                    let Some(x) = self.allocation.get(&id).map(|x| x[t]) else { return 0.0 };
-                    if x == 0.0 || tracked.rates[t] == 0.0 {
+                    let Some(x) = self.allocation.get(&combo).map(|x| x[t]) else { return 0.0 };
+                    if x == 0.0 || !self.runs_on(combo, t) {
                         return 0.0;
                     }
                     let fraction =
@@ -325,72 +487,79 @@ impl Gavel {
                     }
                 })
                 .collect();
-            out.insert(id, row);
+            out.insert(combo, row);
         }
         out
     }
 
-    /// Gavel's `_schedule_jobs_on_workers_helper`: (job, type) chosen this round.
+    /// Gavel's `_schedule_jobs_on_workers_helper`: (combination, type) chosen this round.
     fn choose(
         &mut self,
-        priorities: &BTreeMap<JobId, Vec<f64>>,
+        priorities: &BTreeMap<Combo, Vec<f64>>,
         view: &ClusterView<'_>,
-    ) -> Vec<(JobId, usize)> {
+    ) -> Vec<(Combo, usize)> {
         let types = self.types.as_ref().expect("types initialized");
         let mut order = types.order.clone();
         if !self.config.objective.heterogeneity_aware() {
             self.shuffler.shuffle(&mut order);
         }
-        let is_fifo = matches!(self.config.objective, Objective::Fifo { .. });
+        let is_fifo = self.config.objective.is_fifo();
         let mut left: Vec<u32> = (0..types.names.len()).map(|t| up_gpus_of_type(view, t)).collect();
-        let mut queue: Vec<(JobId, usize, f64, f64, f64)> = Vec::new();
+        let mut queue: Vec<(Combo, usize, f64, f64, f64)> = Vec::new();
         for &t in &order {
-            let mut entries: Vec<(JobId, usize, f64, f64, f64)> = priorities
+            let mut entries: Vec<(Combo, usize, f64, f64, f64)> = priorities
                 .iter()
-                .map(|(&id, p)| {
-                    let deficit = self.deficits_s.get(&id).map_or(0.0, |d| d[t]);
-                    let x = self.allocation.get(&id).map_or(0.0, |x| x[t]);
-                    (id, t, p[t], deficit, x)
+                .map(|(&combo, p)| {
+                    let deficit = self.deficits_s.get(&combo).map_or(0.0, |d| d[t]);
+                    let x = self.allocation.get(&combo).map_or(0.0, |x| x[t]);
+                    (combo, t, p[t], deficit, x)
                 })
                 .collect();
-            // Stable: equal keys keep job-id order, as Python's sorted(reverse=True).
+            // Stable: equal keys keep Gavel's insertion order, as Python's sorted(reverse=True).
             entries.sort_by(|a, b| b.2.total_cmp(&a.2).then(b.3.total_cmp(&a.3)).then(b.4.total_cmp(&a.4)));
             queue.extend(entries);
         }
         let mut taken: BTreeSet<JobId> = BTreeSet::new();
         let mut chosen = Vec::new();
         // GPUs each tenant holds after this round; the engine refuses starts past
-        // a tenant's hard limit, which Gavel (having no tenants) never checks.
+        // a tenant's hard limit (a shared GPU counts for each job on it), which
+        // Gavel (having no tenants) never checks.
         let mut tenant_gpus = vec![0u32; view.tenants.len()];
-        for (id, t, priority, _, _) in queue {
-            let tracked = &self.jobs[&id];
-            if left[t] == 0 || taken.contains(&id) || tracked.rates[t] <= 0.0 || (is_fifo && priority <= 0.0)
+        for (combo, t, priority, _, _) in queue {
+            let members = combo.jobs();
+            if left[t] == 0
+                || members.iter().any(|id| taken.contains(id))
+                || !self.runs_on(combo, t)
+                || (is_fifo && priority <= 0.0)
             {
                 continue;
             }
-            if tracked.scale_factor > left[t] {
+            let sf = self.scale_factor(combo);
+            if sf > left[t] {
                 continue;
             }
-            let tenant = view.job(id).spec.tenant;
-            let limit = view.tenant(tenant).gpu_limit.unwrap_or(u32::MAX);
-            if tenant_gpus[tenant.index()].saturating_add(tracked.scale_factor) > limit {
+            let mut after = tenant_gpus.clone();
+            let mut fits = true;
+            for &id in &members {
+                let tenant = view.job(id).spec.tenant;
+                let limit = view.tenant(tenant).gpu_limit.unwrap_or(u32::MAX);
+                after[tenant.index()] = after[tenant.index()].saturating_add(sf);
+                fits &= after[tenant.index()] <= limit;
+            }
+            if !fits {
                 continue;
             }
-            tenant_gpus[tenant.index()] += tracked.scale_factor;
-            left[t] -= tracked.scale_factor;
-            taken.insert(id);
-            chosen.push((id, t));
+            tenant_gpus = after;
+            left[t] -= sf;
+            taken.extend(members);
+            chosen.push((combo, t));
         }
         chosen
     }
 
     /// Starts a round at `now`: returns the actions and records the round.
     fn start_round(&mut self, view: &ClusterView<'_>, now: Time) -> Decision {
-        let previous: BTreeMap<JobId, (usize, Vec<GpuId>)> = self
-            .round
-            .take()
-            .map(|r| r.jobs.into_iter().map(|j| (j.id, (j.gpu_type, j.gpus))).collect())
-            .unwrap_or_default();
+        let previous: Vec<RoundEntry> = self.round.take().map(|r| r.entries).unwrap_or_default();
         self.admit_arrivals(view);
         let mut decision = Decision::default();
         if self.jobs.is_empty() {
@@ -401,84 +570,172 @@ impl Gavel {
         }
         let priorities = self.priorities(view, now, false);
         let mut chosen = self.choose(&priorities, view);
-        if !chosen.iter().any(|(id, _)| self.allocation.contains_key(id)) {
-            // Nothing would run (jobs chosen without an allocation get no GPUs,
-            // as in Gavel). Gavel then forces a reset; without it no timer would
-            // ever fire again.
+        if !chosen.iter().any(|(c, _)| self.allocation.contains_key(c)) {
+            // Nothing would run (combinations chosen without an allocation get
+            // no GPUs, as in Gavel). Gavel then forces a reset; without it no
+            // timer would ever fire again.
             let priorities = self.priorities(view, now, true);
             chosen = self.choose(&priorities, view);
         }
-        // Placement: jobs staying on their GPU type keep their GPUs.
-        let mut keep: BTreeMap<JobId, (usize, Vec<GpuId>)> = BTreeMap::new();
-        let chosen_types: BTreeMap<JobId, usize> = chosen.iter().copied().collect();
-        for (&id, (t, gpus)) in &previous {
-            if view.job(id).is_running() && chosen_types.get(&id) == Some(t) {
-                keep.insert(id, (*t, gpus.clone()));
+        let placed = self.place(view, &chosen, &mut decision);
+        self.count_leases(&previous, &placed);
+        self.record_round(view, now, placed, &mut decision);
+        decision
+    }
+
+    /// Where each chosen combination runs: on GPUs one of its jobs holds on
+    /// that type if it can (lease extension), else on free GPUs. Pushes the
+    /// preemptions and starts; returns kept combinations first, then new ones.
+    fn place(
+        &self,
+        view: &ClusterView<'_>,
+        chosen: &[(Combo, usize)],
+        decision: &mut Decision,
+    ) -> Vec<Placed> {
+        let holdings = holdings(view);
+        let holding_of: BTreeMap<JobId, usize> = holdings
+            .iter()
+            .enumerate()
+            .flat_map(|(h, held)| held.jobs.iter().map(move |&j| (j, h)))
+            .collect();
+        // Reuse, in priority order: the holding of exactly this pair, else of a member.
+        let mut claimed: Vec<Option<Combo>> = vec![None; holdings.len()];
+        let mut reused: BTreeMap<Combo, usize> = BTreeMap::new();
+        for &(combo, t) in chosen {
+            let members = combo.jobs();
+            let candidates: Vec<usize> = members
+                .iter()
+                .filter_map(|j| holding_of.get(j).copied())
+                .filter(|&h| holdings[h].gpu_type == t && claimed[h].is_none())
+                .collect();
+            let exact = candidates.iter().copied().find(|&h| holdings[h].jobs == members);
+            if let Some(h) = exact.or(candidates.first().copied()) {
+                claimed[h] = Some(combo);
+                reused.insert(combo, h);
             }
         }
-        for id in previous.keys() {
-            if self.jobs.contains_key(id) {
+        // Jobs that stay where they run: members of the combination that claimed their holding.
+        let stays =
+            |id: JobId| holding_of.get(&id).is_some_and(|&h| claimed[h].is_some_and(|c| c.contains(id)));
+        let mut free = FreeMap::new(view.cluster);
+        for (h, held) in holdings.iter().enumerate() {
+            if claimed[h].is_none() {
+                free.give_back(&held.gpus);
+            }
+        }
+        for &id in view.running {
+            if !stays(id) {
+                decision.actions.push(Action::Preempt { job: id });
+            }
+        }
+        let mut placed: Vec<Placed> = Vec::new();
+        for (&combo, &h) in &reused {
+            let held = &holdings[h];
+            let anchor =
+                combo.jobs().into_iter().find(|&j| held.jobs.contains(&j)).expect("claimed by a member");
+            for id in combo.jobs() {
+                if id != anchor && !held.jobs.contains(&id) {
+                    decision.actions.push(Action::StartShared { job: id, partner: anchor });
+                }
+            }
+            placed.push(Placed { combo, gpu_type: held.gpu_type, gpus: held.gpus.clone() });
+        }
+        // Larger combinations first, for locality (Gavel sorts by scale factor, descending).
+        let mut to_place: Vec<(Combo, usize)> = chosen
+            .iter()
+            .copied()
+            .filter(|(c, _)| !reused.contains_key(c) && self.allocation.contains_key(c))
+            .collect();
+        to_place.sort_by_key(|&(c, _)| std::cmp::Reverse(self.scale_factor(c)));
+        for (combo, t) in to_place {
+            let of_type = |node: cotenant_core::NodeId| view.cluster.node(node).gpu_type.index() == t;
+            match free.place(self.scale_factor(combo), self.config.placement, of_type) {
+                Ok(gpus) => {
+                    let members = combo.jobs();
+                    decision.actions.push(Action::Start { job: members[0], gpus: gpus.clone() });
+                    for &id in &members[1..] {
+                        decision.actions.push(Action::StartShared { job: id, partner: members[0] });
+                    }
+                    placed.push(Placed { combo, gpu_type: t, gpus });
+                }
+                Err(reason) => {
+                    for id in combo.jobs() {
+                        decision.waiting.push((id, reason));
+                    }
+                }
+            }
+        }
+        placed
+    }
+
+    /// Gavel's lease counters: a combination of the last round with a job still
+    /// active had an opportunity; it was extended if it runs on the same GPUs.
+    fn count_leases(&mut self, previous: &[RoundEntry], placed: &[Placed]) {
+        for entry in previous {
+            if entry.combo.jobs().iter().any(|id| self.jobs.contains_key(id)) {
                 self.stats.lease_opportunities += 1;
-                if keep.contains_key(id) {
+                if placed.iter().any(|p| p.combo == entry.combo && p.gpus == entry.gpus) {
                     self.stats.lease_extensions += 1;
                 }
             }
         }
-        let mut free = FreeMap::new(view.cluster);
-        for &id in view.running {
-            if !keep.contains_key(&id) {
-                free.give_back(&view.job(id).gpus);
-                decision.actions.push(Action::Preempt { job: id });
-            }
-        }
-        // Larger jobs first, for locality (Gavel sorts by scale factor, descending).
-        let mut to_place: Vec<(JobId, usize)> = chosen
-            .iter()
-            .copied()
-            .filter(|(id, _)| !keep.contains_key(id) && self.allocation.contains_key(id))
-            .collect();
-        to_place.sort_by_key(|(id, _)| std::cmp::Reverse(self.jobs[id].scale_factor));
-        let mut placed: Vec<(JobId, usize, Vec<GpuId>)> =
-            keep.iter().map(|(&id, (t, gpus))| (id, *t, gpus.clone())).collect();
-        for (id, t) in to_place {
-            let needed = self.jobs[&id].scale_factor;
-            let of_type = |node: cotenant_core::NodeId| view.cluster.node(node).gpu_type.index() == t;
-            match free.place(needed, self.config.placement, of_type) {
-                Ok(gpus) => {
-                    decision.actions.push(Action::Start { job: id, gpus: gpus.clone() });
-                    placed.push((id, t, gpus));
-                }
-                Err(reason) => decision.waiting.push((id, reason)),
-            }
-        }
-        // Steps this round and when the round ends.
+    }
+
+    /// Steps this round and when the round ends; verdicts for jobs left out.
+    fn record_round(
+        &mut self,
+        view: &ClusterView<'_>,
+        now: Time,
+        placed: Vec<Placed>,
+        decision: &mut Decision,
+    ) {
         let now_s = now.as_secs_f64();
         let round_s = self.config.round.as_secs_f64();
-        let mut jobs = Vec::with_capacity(placed.len());
+        let mut entries = Vec::with_capacity(placed.len());
         let mut end_s = now_s;
-        for (id, t, gpus) in placed {
-            let rate = self.jobs[&id].rates[t];
-            let state = view.job(id);
-            let left = (state.spec.work - state.work_done(now)).max(0.0);
-            let steps = (rate * round_s).floor().min(left);
-            let finish_s = now_s + steps / rate;
+        for Placed { combo, gpu_type, gpus } in placed {
+            let mut finish_s = now_s;
+            for (id, rate) in combo.jobs().into_iter().zip(self.combo_rates(combo, gpu_type)) {
+                let state = view.job(id);
+                let left = (state.spec.work - state.work_done(now)).max(0.0);
+                let steps = (rate * round_s).floor().min(left);
+                finish_s = finish_s.max(now_s + steps / rate);
+            }
             end_s = end_s.max(finish_s);
-            jobs.push(RoundJob { id, gpu_type: t, gpus, finish_s });
+            if matches!(combo, Combo::Pair(..)) {
+                self.stats.pairs_run += 1;
+            }
+            entries.push(RoundEntry { combo, gpu_type, gpus, finish_s });
         }
-        let mut has_verdict: BTreeSet<JobId> = jobs.iter().map(|j| j.id).collect();
+        let mut has_verdict: BTreeSet<JobId> = entries.iter().flat_map(|e| e.combo.jobs()).collect();
         has_verdict.extend(decision.waiting.iter().map(|(id, _)| *id));
         for &id in self.jobs.keys() {
             if !has_verdict.contains(&id) {
                 decision.waiting.push((id, WaitReason::NotThisRound));
             }
         }
-        if !jobs.is_empty() {
+        if !entries.is_empty() {
             let end = Time(((end_s * MICROS_PER_SECOND as f64).ceil()) as u64) + ROUND_SLACK;
-            self.round = Some(Round { start_s: now_s, end: end.max(now + ROUND_SLACK), jobs });
+            self.round = Some(Round { start_s: now_s, end: end.max(now + ROUND_SLACK), entries });
             self.stats.rounds += 1;
         }
-        decision
     }
+}
+
+/// The GPU sets running jobs hold now: one per job alone, one per pair.
+fn holdings(view: &ClusterView<'_>) -> Vec<Holding> {
+    let mut out = Vec::new();
+    for job in view.running_jobs() {
+        let partner = job.partner.filter(|p| view.running.contains(p));
+        if partner.is_some_and(|p| p < job.id()) {
+            continue;
+        }
+        let Some(&first) = job.gpus.first() else { continue };
+        let mut jobs = vec![job.id()];
+        jobs.extend(partner);
+        out.push(Holding { gpu_type: view.cluster.gpu_type_of(first).index(), gpus: job.gpus.clone(), jobs });
+    }
+    out
 }
 
 fn up_gpus_of_type(view: &ClusterView<'_>, t: usize) -> u32 {

@@ -8,7 +8,7 @@ pub mod packed;
 pub mod pyrandom;
 pub mod solver;
 
-pub use allocation::{AllocJob, Allocator, Objective};
+pub use allocation::{AllocJob, Allocator, Objective, PackedObjective};
 pub use mechanism::{Gavel, GavelConfig, GavelStats, DEFAULT_RESET_INTERVAL, DEFAULT_ROUND};
 
 use cotenant_core::Policy;
@@ -25,6 +25,12 @@ pub fn build(
     params: &PolicyParams,
     options: &mut Options<'_>,
 ) -> Result<Box<dyn Policy>, PolicyError> {
+    if objective.packs() && params.throughputs.is_none() {
+        return Err(PolicyError::Missing {
+            policy: name.into(),
+            what: "a throughput table with co-located pair rates (--throughputs)".into(),
+        });
+    }
     let seed = options.u32("seed", 0)?;
     let reset_interval = options.span("reset_interval", DEFAULT_RESET_INTERVAL)?;
     // Without a table every job runs at its reference speed on every type.

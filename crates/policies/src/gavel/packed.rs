@@ -1,54 +1,81 @@
-//! Gavel's space-sharing (`_packed`) max-min allocation: variables for every
-//! job alone and every pair of jobs with the same scale factor co-located on
-//! the same GPUs, with the pair rates of the throughput table
-//! (`MaxMinFairnessPolicyWithPacking.get_allocation`).
+//! Gavel's space-sharing (`_packed`) allocations: variables for every job alone
+//! and every candidate pair of jobs co-located on the same GPUs, with the pair
+//! rates of the throughput table (`scheduler/policies/*.py`, `...WithPacking`).
+//! The mechanism builds the candidates: pairs of equal scale factor that the
+//! table measured with both rates positive on some GPU type.
 //!
-//! - Job i's normalized throughput: `sum over combinations c containing i and
-//!   types j of rate_i(c, j) * sf / (norm_i * w_i * prop_i) * X[c][j]`, with
+//! Shared constraints: a pair uses `sf` GPUs of a type once (both jobs run on
+//! the same GPUs); a job's time over all combinations that contain it is at
+//! most 1; a pair gets no time on a type where either job would not progress.
+//! Job i's throughput is `sum over combinations c containing i and types j of
+//! rate_i(c, j) * X[c][j]`.
+//!
+//! - max-min fairness (`MaxMinFairnessPolicyWithPacking.get_allocation`):
+//!   maximize the minimum of `throughput_i * sf / (norm_i * w_i * prop_i)`,
 //!   `norm_i` the sum of i's isolated rates over types and `prop_i` its
-//!   proportional-share throughput (Gavel normalizes by both).
-//! - A pair uses `sf` GPUs of a type once; a job's time over all its
-//!   combinations is at most 1.
-//! - Maximize the minimum over jobs.
+//!   proportional-share throughput. Gavel normalizes by both; the unpacked
+//!   max-min-fairness-perf only by the second, so even without pairs the two
+//!   differ (by a per-job constant that favours jobs fast on every type).
+//! - finish-time fairness: the same rho as the unpacked finish-time-fairness-perf
+//!   (isolated time credited across calls, see `allocation.rs`), with the
+//!   packed throughput; bisection on rho, each step a packed max-min.
+//! - min total duration: the smallest horizon, on Gavel's 5% bisection grid, at
+//!   which every job can finish with the packed throughput; the point returned
+//!   is the packed max-min at that horizon.
+//! - FIFO (`FIFOPolicy` in `packing` mode): FIFO-perf, then each job left in
+//!   the queue, in arrival order, joins the scheduled job it packs best with
+//!   if their normalized pair throughput exceeds `threshold` (Gavel: 1.5), and
+//!   the queue stops at the first job that packs with none.
 //!
-//! Not registered as a policy: running two jobs on one GPU needs the engine
-//! change described in `notes/core-change-request.md`. Solved with good_lp's
-//! simplex (pairs couple two jobs' rows, which the structured barrier solver
-//! does not handle); ties are not centred.
+//! Solved with good_lp's simplex (pairs couple two jobs' rows, which the
+//! structured barrier solver does not handle): where the optimum is not unique
+//! the answer is a vertex, not the centre that Gavel's ECOS and our unpacked
+//! solver return.
 
 use good_lp::{constraint, variable, Expression, Solution as _, SolverModel};
 
-use super::allocation::AllocJob;
+use super::allocation::{fifo_perf_types, finish_time_search, isolated_finish_times, AllocJob, FtfHistory};
+use super::allocation::{gavel_horizon, isolated_throughputs};
 use super::solver::SolveError;
 
 /// Indices of two co-located jobs, the smaller first.
 pub type JobPair = (usize, usize);
 
-/// A packed allocation: time fractions per type for each job alone and each pair.
+/// A pair that may share GPUs: `rates[type] = (rate of a, rate of b)` together.
 #[derive(Clone, Debug, PartialEq)]
+pub struct PairCandidate {
+    pub pair: JobPair,
+    pub rates: Vec<(f64, f64)>,
+}
+
+impl PairCandidate {
+    /// Whether both jobs progress on `gpu_type` together.
+    pub fn runs_on(&self, gpu_type: usize) -> bool {
+        let (a, b) = self.rates[gpu_type];
+        a > 0.0 && b > 0.0
+    }
+}
+
+/// A packed allocation: time fractions per type for each job alone and each pair.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PackedAllocation {
     pub singles: Vec<Vec<f64>>,
-    /// (job index a, job index b, a < b) and its fractions per type.
-    pub pairs: Vec<(JobPair, Vec<f64>)>,
-    /// The optimal minimum normalized throughput.
+    /// Fractions per type of each candidate pair, aligned with the candidates.
+    pub pairs: Vec<Vec<f64>>,
+    /// The optimal minimum of the max-min problem solved last (0 for FIFO).
     pub min_normalized: f64,
 }
 
-/// `pair_rates(a, b, type)` gives `(rate of a, rate of b)` when co-located,
-/// `None` if unmeasured. Jobs pair only with equal scale factors and positive rates.
+/// Gavel's packed max-min fairness.
 pub fn max_min_packed(
     jobs: &[AllocJob],
     capacity: &[u32],
-    pair_rates: impl Fn(usize, usize, usize) -> Option<(f64, f64)>,
+    pairs: &[PairCandidate],
 ) -> Result<PackedAllocation, SolveError> {
-    let (m, n) = (jobs.len(), capacity.len());
-    if m == 0 {
-        return Ok(PackedAllocation { singles: Vec::new(), pairs: Vec::new(), min_normalized: 0.0 });
-    }
     let total: f64 = capacity.iter().map(|&c| c as f64).sum::<f64>().max(1.0);
-    let scale: Vec<f64> = (0..m)
-        .map(|i| {
-            let job = &jobs[i];
+    let scale: Vec<f64> = jobs
+        .iter()
+        .map(|job| {
             let norm: f64 = job.steps_per_s.iter().sum();
             let prop: f64 = job.steps_per_s.iter().zip(capacity).map(|(r, &c)| r * c as f64 / total).sum();
             if norm > 0.0 && prop > 0.0 {
@@ -58,17 +85,134 @@ pub fn max_min_packed(
             }
         })
         .collect();
-    let mut pairs: Vec<(JobPair, Vec<(f64, f64)>)> = Vec::new();
-    for a in 0..m {
-        for b in a + 1..m {
-            if jobs[a].scale_factor != jobs[b].scale_factor {
+    packed_max_min(jobs, capacity, pairs, &scale)
+}
+
+/// Packed finish-time fairness (heterogeneity-aware): minimize the worst rho.
+pub fn finish_time_fairness_packed(
+    jobs: &[AllocJob],
+    capacity: &[u32],
+    pairs: &[PairCandidate],
+    history: &mut FtfHistory,
+) -> Result<PackedAllocation, SolveError> {
+    let rates: Vec<Vec<f64>> = jobs.iter().map(|j| j.steps_per_s.clone()).collect();
+    let iso = isolated_throughputs(&rates, jobs, capacity);
+    let isolated_finish = isolated_finish_times(jobs, &iso, history);
+    // Per-job multiplier of the throughput at rho: 1 / steps/s needed.
+    let scale_of = |needs: &[f64]| -> Vec<f64> {
+        needs.iter().map(|&need| if need.is_finite() && need > 0.0 { 1.0 / need } else { 1.0 }).collect()
+    };
+    let mut reaches = |needs: &[f64]| -> Result<bool, SolveError> {
+        Ok(packed_max_min(jobs, capacity, pairs, &scale_of(needs))?.min_normalized >= 1.0)
+    };
+    match finish_time_search(jobs, &isolated_finish, &mut reaches)? {
+        Some(needs) => packed_max_min(jobs, capacity, pairs, &scale_of(&needs)),
+        None => {
+            // As Gavel and the unpacked form: an equal split of every type.
+            let singles = jobs
+                .iter()
+                .map(|job| {
+                    let share: Vec<f64> = capacity
+                        .iter()
+                        .map(|&c| c as f64 / jobs.len() as f64 / job.scale_factor.max(1) as f64)
+                        .collect();
+                    let row = share.iter().sum::<f64>().max(1.0);
+                    share.iter().map(|x| x / row).collect()
+                })
+                .collect();
+            Ok(PackedAllocation {
+                singles,
+                pairs: vec![vec![0.0; capacity.len()]; pairs.len()],
+                min_normalized: 0.0,
+            })
+        }
+    }
+}
+
+/// Packed min total duration.
+pub fn min_total_duration_packed(
+    jobs: &[AllocJob],
+    capacity: &[u32],
+    pairs: &[PairCandidate],
+) -> Result<PackedAllocation, SolveError> {
+    // Feasible at horizon T iff the max-min of throughput_i * T / R_i reaches 1.
+    let per_step: Vec<f64> = jobs.iter().map(|j| 1.0 / j.steps_remaining.max(1.0)).collect();
+    let unit = packed_max_min(jobs, capacity, pairs, &per_step)?.min_normalized;
+    let Some(horizon_s) = gavel_horizon(unit) else {
+        return Ok(empty(jobs.len(), capacity.len(), pairs.len()));
+    };
+    let at_horizon: Vec<f64> = per_step.iter().map(|s| s * horizon_s).collect();
+    packed_max_min(jobs, capacity, pairs, &at_horizon)
+}
+
+/// Gavel's FIFO in packing mode; `type_names` order the types as Gavel sorts them.
+pub fn fifo_packed(
+    jobs: &[AllocJob],
+    capacity: &[u32],
+    pairs: &[PairCandidate],
+    type_names: &[String],
+    threshold: f64,
+) -> PackedAllocation {
+    let n = capacity.len();
+    let assigned = fifo_perf_types(jobs, capacity, type_names);
+    let mut out = empty(jobs.len(), n, pairs.len());
+    // Scheduled singles in the order they were assigned (arrival order), as
+    // Gavel's allocation dict iterates them; a paired one leaves the list.
+    let mut open: Vec<(usize, usize)> = (0..jobs.len()).filter_map(|i| assigned[i].map(|t| (i, t))).collect();
+    for queued in (0..jobs.len()).filter(|&i| assigned[i].is_none()) {
+        let mut best: Option<(usize, usize)> = None;
+        let mut best_value = threshold;
+        for (slot, &(scheduled, t)) in open.iter().enumerate() {
+            if jobs[scheduled].scale_factor != jobs[queued].scale_factor {
                 continue;
             }
-            let rates: Vec<(f64, f64)> = (0..n).map(|t| pair_rates(a, b, t).unwrap_or((0.0, 0.0))).collect();
-            if rates.iter().any(|(x, y)| *x > 0.0 && *y > 0.0) {
-                pairs.push(((a, b), rates));
+            let key = (scheduled.min(queued), scheduled.max(queued));
+            let Some(p) = pairs.iter().position(|c| c.pair == key) else { continue };
+            let (rate_a, rate_b) = pairs[p].rates[t];
+            let mut value = 0.0;
+            for (rate, member) in [(rate_a, key.0), (rate_b, key.1)] {
+                let alone = jobs[member].steps_per_s[t];
+                if rate > 0.0 && alone > 0.0 {
+                    value += rate / alone;
+                }
+            }
+            if value > best_value {
+                best_value = value;
+                best = Some((slot, p));
             }
         }
+        let Some((slot, p)) = best else { break };
+        let (_, t) = open.remove(slot);
+        out.pairs[p][t] = 1.0;
+    }
+    for &(i, t) in &open {
+        out.singles[i][t] = 1.0;
+    }
+    out
+}
+
+fn empty(jobs: usize, types: usize, pairs: usize) -> PackedAllocation {
+    PackedAllocation {
+        singles: vec![vec![0.0; types]; jobs],
+        pairs: vec![vec![0.0; types]; pairs],
+        min_normalized: 0.0,
+    }
+}
+
+/// Maximize `t` with `scale_i * throughput_i >= t` for every job with
+/// `scale_i > 0`, under the shared constraints.
+fn packed_max_min(
+    jobs: &[AllocJob],
+    capacity: &[u32],
+    pairs: &[PairCandidate],
+    scale: &[f64],
+) -> Result<PackedAllocation, SolveError> {
+    let (m, n) = (jobs.len(), capacity.len());
+    if m == 0 {
+        return Ok(empty(0, n, pairs.len()));
+    }
+    if pairs.iter().any(|c| c.pair.0 >= c.pair.1 || c.pair.1 >= m || c.rates.len() != n) {
+        return Err(SolveError::Malformed("pair candidate out of range"));
     }
     let mut vars = good_lp::variables!();
     let singles: Vec<Vec<good_lp::Variable>> =
@@ -79,49 +223,38 @@ pub fn max_min_packed(
     let mut model = vars.maximise(t).using(good_lp::microlp);
     for j in 0..n {
         let mut used: Expression = (0..m).map(|i| jobs[i].scale_factor.max(1) as f64 * singles[i][j]).sum();
-        for (p, ((a, _), rates)) in pairs.iter().enumerate() {
-            if rates[j].0 > 0.0 && rates[j].1 > 0.0 {
-                used += jobs[*a].scale_factor.max(1) as f64 * pair_vars[p][j];
+        for (p, candidate) in pairs.iter().enumerate() {
+            if candidate.runs_on(j) {
+                used += jobs[candidate.pair.0].scale_factor.max(1) as f64 * pair_vars[p][j];
+            } else {
+                model = model.with(constraint!(pair_vars[p][j] <= 0.0));
             }
         }
         model = model.with(constraint!(used <= capacity[j] as f64));
     }
-    for i in 0..m {
-        let mut time: Expression = singles[i].iter().copied().sum();
-        let mut throughput: Expression =
-            (0..n).map(|j| jobs[i].steps_per_s[j] * scale[i] * singles[i][j]).sum();
-        for (p, ((a, b), rates)) in pairs.iter().enumerate() {
-            if *a != i && *b != i {
-                continue;
-            }
-            for j in 0..n {
-                let own = if *a == i { rates[j].0 } else { rates[j].1 };
-                time += pair_vars[p][j];
-                throughput += own * scale[i] * pair_vars[p][j];
-            }
+    let mut time: Vec<Expression> = singles.iter().map(|row| row.iter().copied().sum()).collect();
+    let mut throughput: Vec<Expression> =
+        (0..m).map(|i| (0..n).map(|j| jobs[i].steps_per_s[j] * scale[i] * singles[i][j]).sum()).collect();
+    for (p, candidate) in pairs.iter().enumerate() {
+        let (a, b) = candidate.pair;
+        for (&var, &(rate_a, rate_b)) in pair_vars[p].iter().zip(&candidate.rates) {
+            time[a] += var;
+            time[b] += var;
+            throughput[a] += rate_a * scale[a] * var;
+            throughput[b] += rate_b * scale[b] * var;
         }
+    }
+    for (i, (time, throughput)) in time.into_iter().zip(throughput).enumerate() {
         model = model.with(constraint!(time <= 1.0));
         if scale[i] > 0.0 {
             model = model.with(constraint!(throughput >= t));
-        }
-    }
-    // Pairs on a type where one job cannot run get no time.
-    for (p, (_, rates)) in pairs.iter().enumerate() {
-        for j in 0..n {
-            if !(rates[j].0 > 0.0 && rates[j].1 > 0.0) {
-                model = model.with(constraint!(pair_vars[p][j] <= 0.0));
-            }
         }
     }
     let solution = model.solve().map_err(|_| SolveError::NoConvergence(0))?;
     let value = |v: good_lp::Variable| solution.value(v).clamp(0.0, 1.0);
     Ok(PackedAllocation {
         singles: singles.iter().map(|row| row.iter().map(|&v| value(v)).collect()).collect(),
-        pairs: pairs
-            .iter()
-            .zip(&pair_vars)
-            .map(|((ab, _), vs)| (*ab, vs.iter().map(|&v| value(v)).collect()))
-            .collect(),
+        pairs: pair_vars.iter().map(|row| row.iter().map(|&v| value(v)).collect()).collect(),
         min_normalized: solution.value(t),
     })
 }
@@ -142,30 +275,63 @@ mod tests {
         }
     }
 
+    fn pair(rates: (f64, f64)) -> Vec<PairCandidate> {
+        vec![PairCandidate { pair: (0, 1), rates: vec![rates] }]
+    }
+
     #[test]
     fn pairs_that_pack_well_beat_time_sharing() {
         // Two jobs, one GPU. Alone each runs at 10 steps/s; together each keeps 8.
         let jobs = vec![job(0, 10.0), job(1, 10.0)];
-        let unpacked = max_min_packed(&jobs, &[1], |_, _, _| None).unwrap();
-        let packed = max_min_packed(&jobs, &[1], |_, _, _| Some((8.0, 8.0))).unwrap();
+        let unpacked = max_min_packed(&jobs, &[1], &[]).unwrap();
+        let packed = max_min_packed(&jobs, &[1], &pair((8.0, 8.0))).unwrap();
         assert!(packed.min_normalized > 1.5 * unpacked.min_normalized, "{packed:?} vs {unpacked:?}");
-        assert!(packed.pairs[0].1[0] > 0.99, "the pair takes the GPU: {packed:?}");
+        assert!(packed.pairs[0][0] > 0.99, "the pair takes the GPU: {packed:?}");
     }
 
     #[test]
     fn pairs_that_interfere_are_not_used() {
         // Together each keeps only 3 of 10 steps/s: time sharing (5 each) is better.
         let jobs = vec![job(0, 10.0), job(1, 10.0)];
-        let unpacked = max_min_packed(&jobs, &[1], |_, _, _| None).unwrap();
-        let packed = max_min_packed(&jobs, &[1], |_, _, _| Some((3.0, 3.0))).unwrap();
+        let unpacked = max_min_packed(&jobs, &[1], &[]).unwrap();
+        let packed = max_min_packed(&jobs, &[1], &pair((3.0, 3.0))).unwrap();
         assert!((packed.min_normalized - unpacked.min_normalized).abs() < 1e-9);
     }
 
     #[test]
-    fn different_scale_factors_never_pair() {
-        let mut jobs = vec![job(0, 10.0), job(1, 10.0)];
-        jobs[1].scale_factor = 2;
-        let packed = max_min_packed(&jobs, &[2], |_, _, _| Some((9.0, 9.0))).unwrap();
-        assert!(packed.pairs.is_empty());
+    fn pairs_get_no_time_where_a_job_would_not_progress() {
+        let jobs = vec![job(0, 10.0), job(1, 10.0)];
+        let packed = max_min_packed(&jobs, &[1], &pair((9.0, 0.0))).unwrap();
+        assert!(packed.pairs[0][0] < 1e-9, "{packed:?}");
+    }
+
+    #[test]
+    fn finish_time_fairness_and_min_total_duration_use_good_pairs() {
+        // Two jobs, one GPU, 1000 steps each at 10 steps/s alone, 8 together:
+        // time sharing finishes both at 200 s, the pair at 125 s.
+        let jobs = vec![job(0, 10.0), job(1, 10.0)];
+        let ftf =
+            finish_time_fairness_packed(&jobs, &[1], &pair((8.0, 8.0)), &mut FtfHistory::default()).unwrap();
+        assert!(ftf.pairs[0][0] > 0.99, "{ftf:?}");
+        let mtd = min_total_duration_packed(&jobs, &[1], &pair((8.0, 8.0))).unwrap();
+        assert!(mtd.pairs[0][0] > 0.99, "{mtd:?}");
+        let alone = min_total_duration_packed(&jobs, &[1], &pair((3.0, 3.0))).unwrap();
+        assert!(alone.pairs[0][0] < 1e-9 && (alone.singles[0][0] + alone.singles[1][0] - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn fifo_packs_queued_jobs_only_above_the_threshold() {
+        let jobs = vec![job(0, 10.0), job(1, 10.0), job(2, 10.0)];
+        let names = vec!["k80".to_string()];
+        let candidates = vec![
+            PairCandidate { pair: (0, 1), rates: vec![(8.0, 8.0)] },
+            PairCandidate { pair: (0, 2), rates: vec![(9.0, 9.0)] },
+        ];
+        // Job 0 gets the GPU; job 1 packs with it (1.6 > 1.5); job 2 finds no partner left.
+        let x = fifo_packed(&jobs, &[1], &candidates, &names, 1.5);
+        assert_eq!((x.singles.clone(), x.pairs.clone()), (vec![vec![0.0]; 3], vec![vec![1.0], vec![0.0]]));
+        // At 1.7 job 1 packs with nobody, and FIFO stops the queue there.
+        let x = fifo_packed(&jobs, &[1], &candidates, &names, 1.7);
+        assert_eq!((x.singles, x.pairs), (vec![vec![1.0], vec![0.0], vec![0.0]], vec![vec![0.0], vec![0.0]]));
     }
 }
