@@ -202,22 +202,22 @@ static POLICIES: [PolicyInfo; 21] = [
     },
     PolicyInfo {
         name: "max-min-fairness-packed",
-        summary: "Gavel max-min fairness with space sharing: time for jobs alone and for equal-size pairs sharing GPUs at the table's co-located rates; needs --throughputs (options seed=0, reset_interval=1920s)",
+        summary: "Gavel max-min fairness with space sharing: time for jobs alone and for equal-size pairs sharing GPUs at the table's co-located rates; needs --throughputs (options seed=0, reset_interval=1920s, max_pairs=20000)",
         build: |p, o| crate::gavel::build("max-min-fairness-packed", Objective::Packed(PackedObjective::MaxMinFairness), p, o),
     },
     PolicyInfo {
         name: "finish-time-fairness-packed",
-        summary: "Gavel finish-time fairness (Themis, heterogeneity-aware) with space sharing: minimize the worst rho over jobs alone and pairs; needs --throughputs (options seed=0, reset_interval=1920s)",
+        summary: "Gavel finish-time fairness (Themis, heterogeneity-aware) with space sharing: minimize the worst rho over jobs alone and pairs; needs --throughputs (options seed=0, reset_interval=1920s, max_pairs=20000)",
         build: |p, o| crate::gavel::build("finish-time-fairness-packed", Objective::Packed(PackedObjective::FinishTimeFairness), p, o),
     },
     PolicyInfo {
         name: "min-total-duration-packed",
-        summary: "Gavel min total duration with space sharing: smallest makespan over jobs alone and pairs; needs --throughputs (options seed=0, reset_interval=1920s)",
+        summary: "Gavel min total duration with space sharing: smallest makespan over jobs alone and pairs; needs --throughputs (options seed=0, reset_interval=1920s, max_pairs=20000)",
         build: |p, o| crate::gavel::build("min-total-duration-packed", Objective::Packed(PackedObjective::MinTotalDuration), p, o),
     },
     PolicyInfo {
         name: "fifo-packed",
-        summary: "Gavel FIFO-perf, then queued jobs join a running job when their pair's normalized throughput exceeds 1.5; needs --throughputs (options seed=0, reset_interval=1920s)",
+        summary: "Gavel FIFO-perf, then queued jobs join a running job when their pair's normalized throughput exceeds 1.5; needs --throughputs (options seed=0, reset_interval=1920s, max_pairs=20000)",
         build: |p, o| crate::gavel::build("fifo-packed", Objective::Packed(PackedObjective::Fifo), p, o),
     },
     PolicyInfo {

@@ -22,6 +22,8 @@ struct Run {
     jct_s: Vec<f64>,
     /// Shared starts (`Command::StartShared`) over the run.
     shared_starts: usize,
+    /// Preemptions (`Command::Stop`) over the run.
+    stops: usize,
 }
 
 impl Run {
@@ -86,6 +88,7 @@ fn run(
     let mut end: Vec<Option<Time>> = vec![None; n];
     let mut owners: BTreeMap<GpuId, Vec<JobId>> = BTreeMap::new();
     let mut shared_starts = 0;
+    let mut stops = 0;
     let mut next = 0;
     for _ in 0..200_000 {
         let finish = running
@@ -166,6 +169,7 @@ fn run(
                     });
                 }
                 Command::Stop { job, .. } => {
+                    stops += 1;
                     settle(&mut running, &mut left, job);
                     let gpus = running.remove(&job).unwrap().gpus;
                     for g in gpus {
@@ -195,7 +199,7 @@ fn run(
         assert!(engine.violations().is_empty(), "{policy}: {:?}", engine.violations());
     }
     let jct_s = (0..n).map(|i| (end[i].expect("job completed") - jobs[i].arrival).as_secs_f64()).collect();
-    Run { jct_s, shared_starts }
+    Run { jct_s, shared_starts, stops }
 }
 
 fn k80s(gpus: u32) -> ClusterSpec {
@@ -247,6 +251,7 @@ fn pairs_that_pack_well_cut_the_average_jct() {
         let alone = run(k80s(2), vec![TenantSpec::new("t")], &table, &types, &ab_jobs(), unpacked);
         assert_eq!(alone.shared_starts, 0);
         assert!(with_pairs.shared_starts >= 2, "{packed}: {with_pairs:?}");
+        assert_eq!(with_pairs.stops, 0, "{packed}: the pairs stay together across rounds");
         for jct in &with_pairs.jct_s {
             assert!(
                 (jct - 4_500.0).abs() < 1.0,

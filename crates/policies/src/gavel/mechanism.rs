@@ -56,9 +56,10 @@ pub const DEFAULT_RESET_INTERVAL: Span = Span(1_920 * MICROS_PER_SECOND);
 /// Extra time after a round's last predicted finish before the next round, so
 /// that a completion rounded up to the next microsecond lands inside the round.
 const ROUND_SLACK: Span = Span(1_000);
-/// Most pair candidates tracked (STYLE: a limit on everything). Pairs grow as
-/// the square of active jobs; past this, later arrivals get no new pairs.
-pub const MAX_PAIR_CANDIDATES: usize = 20_000;
+/// Default limit on pair candidates tracked (STYLE: a limit on everything).
+/// Pairs grow as the square of active jobs; past the limit, later arrivals get
+/// no new pairs. A limit of 0 runs a packed objective with singles only.
+pub const MAX_PAIR_CANDIDATES: u32 = 20_000;
 
 /// How a Gavel policy is set up.
 #[derive(Clone, Debug)]
@@ -70,6 +71,8 @@ pub struct GavelConfig {
     /// Seeds base FIFO's stream (`seed`) and the GPU-type shuffle (`seed + 5`), as Gavel does.
     pub seed: u64,
     pub placement: Placement,
+    /// Most pair candidates tracked at once (packed objectives only).
+    pub max_pairs: u32,
 }
 
 /// Counters for reports.
@@ -338,7 +341,7 @@ impl Gavel {
                 // Gavel starts a pair's time at zero (a job's at half a round).
                 let others: Vec<JobId> = self.jobs.keys().copied().collect();
                 for other in others {
-                    if self.pair_rates.len() >= MAX_PAIR_CANDIDATES {
+                    if self.pair_rates.len() >= self.config.max_pairs as usize {
                         break;
                     }
                     if let Some(rates) = self.pair_rates_of(view, other, id) {
@@ -805,6 +808,7 @@ mod tests {
             reset_interval: DEFAULT_RESET_INTERVAL,
             seed: 0,
             placement: Placement::Consolidated,
+            max_pairs: MAX_PAIR_CANDIDATES,
         };
         let policy = Gavel::new(config, table(), vec!["fast".into(), "even".into()]);
         Engine::new(Cluster::new(spec).unwrap(), vec![TenantSpec::new("t")], Box::new(policy), 0)

@@ -9,14 +9,17 @@ pub mod pyrandom;
 pub mod solver;
 
 pub use allocation::{AllocJob, Allocator, Objective, PackedObjective};
-pub use mechanism::{Gavel, GavelConfig, GavelStats, DEFAULT_RESET_INTERVAL, DEFAULT_ROUND};
+pub use mechanism::{
+    Gavel, GavelConfig, GavelStats, DEFAULT_RESET_INTERVAL, DEFAULT_ROUND, MAX_PAIR_CANDIDATES,
+};
 
 use cotenant_core::Policy;
 
 use crate::registry::{Options, PolicyError, PolicyParams};
 
-/// Builds the Gavel policy `name` solving `objective`. Options: `seed` (0) and
-/// `reset_interval` (1920s); the round length is `--round` (360s by default).
+/// Builds the Gavel policy `name` solving `objective`. Options: `seed` (0),
+/// `reset_interval` (1920s) and, for packed objectives, `max_pairs` (20000);
+/// the round length is `--round` (360s by default).
 /// Without a throughput table, every job has rate 1 on every GPU type (the
 /// reference speed of traces whose work is seconds).
 pub fn build(
@@ -33,6 +36,8 @@ pub fn build(
     }
     let seed = options.u32("seed", 0)?;
     let reset_interval = options.span("reset_interval", DEFAULT_RESET_INTERVAL)?;
+    // Only packed objectives take the pair limit (0: the packed objective, no pairs).
+    let max_pairs = if objective.packs() { options.u32("max_pairs", MAX_PAIR_CANDIDATES)? } else { 0 };
     // Without a table every job runs at its reference speed on every type.
     let table = params.throughputs.clone().unwrap_or_default();
     let config = GavelConfig {
@@ -42,6 +47,7 @@ pub fn build(
         reset_interval,
         seed: u64::from(seed),
         placement: params.placement,
+        max_pairs,
     };
     Ok(Box::new(Gavel::new(config, table, params.job_types.clone())))
 }

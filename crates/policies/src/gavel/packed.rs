@@ -11,11 +11,14 @@
 //! rate_i(c, j) * X[c][j]`.
 //!
 //! - max-min fairness (`MaxMinFairnessPolicyWithPacking.get_allocation`):
-//!   maximize the minimum of `throughput_i * sf / (norm_i * w_i * prop_i)`,
-//!   `norm_i` the sum of i's isolated rates over types and `prop_i` its
-//!   proportional-share throughput. Gavel normalizes by both; the unpacked
-//!   max-min-fairness-perf only by the second, so even without pairs the two
-//!   differ (by a per-job constant that favours jobs fast on every type).
+//!   maximize the minimum of `throughput_i * sf / (w_i * prop_i)`, `prop_i`
+//!   job i's throughput with a proportional share of every type, as the
+//!   unpacked max-min-fairness-perf does, so that without pairs both solve the
+//!   same problem. Gavel's packed code also divides by `norm_i`, the sum of i's
+//!   isolated rates over types (left from before it normalized by `prop_i`):
+//!   a per-job constant that changes the single-job objective too, giving more
+//!   time to jobs fast on every type. We leave it out (see
+//!   docs/experiments/gavel-packed.md).
 //! - finish-time fairness: the same rho as the unpacked finish-time-fairness-perf
 //!   (isolated time credited across calls, see `allocation.rs`), with the
 //!   packed throughput; bisection on rho, each step a packed max-min.
@@ -76,10 +79,9 @@ pub fn max_min_packed(
     let scale: Vec<f64> = jobs
         .iter()
         .map(|job| {
-            let norm: f64 = job.steps_per_s.iter().sum();
             let prop: f64 = job.steps_per_s.iter().zip(capacity).map(|(r, &c)| r * c as f64 / total).sum();
-            if norm > 0.0 && prop > 0.0 {
-                job.scale_factor.max(1) as f64 / (norm * job.weight.max(f64::MIN_POSITIVE) * prop)
+            if prop > 0.0 {
+                job.scale_factor.max(1) as f64 / (job.weight.max(f64::MIN_POSITIVE) * prop)
             } else {
                 0.0
             }
@@ -287,6 +289,39 @@ mod tests {
         let packed = max_min_packed(&jobs, &[1], &pair((8.0, 8.0))).unwrap();
         assert!(packed.min_normalized > 1.5 * unpacked.min_normalized, "{packed:?} vs {unpacked:?}");
         assert!(packed.pairs[0][0] > 0.99, "the pair takes the GPU: {packed:?}");
+    }
+
+    #[test]
+    fn without_pairs_the_optimum_is_max_min_fairness_perfs() {
+        // Three jobs on 1 V100 + 1 K80 (and a 2-GPU job): the packed problem with
+        // no candidates reaches the same minimum normalized throughput as the
+        // unpacked max-min-fairness-perf (vertices may differ, the optimum not).
+        let mut jobs = vec![job(0, 10.0), job(1, 2.0), job(2, 3.0), job(3, 4.0)];
+        for (j, k80) in jobs.iter_mut().zip([1.0, 1.0, 2.0, 3.0]) {
+            j.steps_per_s.push(k80);
+        }
+        jobs[3].scale_factor = 2;
+        jobs[1].weight = 2.0;
+        let capacity = [2, 2];
+        let names = vec!["v100".to_string(), "k80".to_string()];
+        let x = super::super::Allocator::new(super::super::Objective::MaxMinFairness { perf: true }, 0)
+            .allocate(&jobs, &capacity, &names)
+            .unwrap();
+        let total = 4.0;
+        let unpacked_min = jobs
+            .iter()
+            .zip(&x)
+            .map(|(j, x)| {
+                let prop: f64 = j.steps_per_s.iter().zip(capacity).map(|(r, c)| r * c as f64 / total).sum();
+                let throughput: f64 = j.steps_per_s.iter().zip(x).map(|(r, x)| r * x).sum();
+                throughput * j.scale_factor as f64 / (j.weight * prop)
+            })
+            .fold(f64::INFINITY, f64::min);
+        let packed = max_min_packed(&jobs, &capacity, &[]).unwrap();
+        assert!(
+            (packed.min_normalized - unpacked_min).abs() < 1e-6 * unpacked_min,
+            "{packed:?} vs {unpacked_min}"
+        );
     }
 
     #[test]
