@@ -178,6 +178,13 @@ struct Holding {
     jobs: Vec<JobId>,
 }
 
+/// Jobs taken so far in a round's greedy pass, and GPUs per tenant.
+#[derive(Debug)]
+struct Picked {
+    taken: BTreeSet<JobId>,
+    tenant_gpus: Vec<u32>,
+}
+
 /// A combination chosen for the round and where it runs.
 #[derive(Clone, Debug)]
 struct Placed {
@@ -508,56 +515,71 @@ impl Gavel {
         }
         let is_fifo = self.config.objective.is_fifo();
         let mut left: Vec<u32> = (0..types.names.len()).map(|t| up_gpus_of_type(view, t)).collect();
-        let mut queue: Vec<(Combo, usize, f64, f64, f64)> = Vec::new();
-        for &t in &order {
-            let mut entries: Vec<(Combo, usize, f64, f64, f64)> = priorities
-                .iter()
-                .map(|(&combo, p)| {
-                    let deficit = self.deficits_s.get(&combo).map_or(0.0, |d| d[t]);
-                    let x = self.allocation.get(&combo).map_or(0.0, |x| x[t]);
-                    (combo, t, p[t], deficit, x)
-                })
-                .collect();
-            // Stable: equal keys keep Gavel's insertion order, as Python's sorted(reverse=True).
-            entries.sort_by(|a, b| b.2.total_cmp(&a.2).then(b.3.total_cmp(&a.3)).then(b.4.total_cmp(&a.4)));
-            queue.extend(entries);
-        }
-        let mut taken: BTreeSet<JobId> = BTreeSet::new();
+        let mut picked = Picked { taken: BTreeSet::new(), tenant_gpus: vec![0u32; view.tenants.len()] };
         let mut chosen = Vec::new();
-        // GPUs each tenant holds after this round; the engine refuses starts past
-        // a tenant's hard limit (a shared GPU counts for each job on it), which
-        // Gavel (having no tenants) never checks.
-        let mut tenant_gpus = vec![0u32; view.tenants.len()];
-        for (combo, t, priority, _, _) in queue {
-            let members = combo.jobs();
-            if left[t] == 0
-                || members.iter().any(|id| taken.contains(id))
-                || !self.runs_on(combo, t)
-                || (is_fifo && priority <= 0.0)
-            {
-                continue;
+        for &t in &order {
+            // Positive priorities first; zero ones (most pairs) are ordered only
+            // if GPUs of the type are left, and never for FIFO. Priorities are
+            // never negative, so this is the order of sorting all at once.
+            for positive in [true, false] {
+                if left[t] == 0 || (is_fifo && !positive) {
+                    break;
+                }
+                let mut entries: Vec<(Combo, f64, f64, f64)> = priorities
+                    .iter()
+                    .filter(|(_, p)| (p[t] > 0.0) == positive)
+                    .map(|(&combo, p)| {
+                        let deficit = self.deficits_s.get(&combo).map_or(0.0, |d| d[t]);
+                        let x = self.allocation.get(&combo).map_or(0.0, |x| x[t]);
+                        (combo, p[t], deficit, x)
+                    })
+                    .collect();
+                // Stable: equal keys keep Gavel's insertion order, as Python's sorted(reverse=True).
+                entries
+                    .sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(b.3.total_cmp(&a.3)));
+                for (combo, ..) in entries {
+                    if left[t] == 0 {
+                        break;
+                    }
+                    if self.runs_on(combo, t) && self.take(combo, t, view, &mut left, &mut picked) {
+                        chosen.push((combo, t));
+                    }
+                }
             }
-            let sf = self.scale_factor(combo);
-            if sf > left[t] {
-                continue;
-            }
-            let mut after = tenant_gpus.clone();
-            let mut fits = true;
-            for &id in &members {
-                let tenant = view.job(id).spec.tenant;
-                let limit = view.tenant(tenant).gpu_limit.unwrap_or(u32::MAX);
-                after[tenant.index()] = after[tenant.index()].saturating_add(sf);
-                fits &= after[tenant.index()] <= limit;
-            }
-            if !fits {
-                continue;
-            }
-            tenant_gpus = after;
-            left[t] -= sf;
-            taken.extend(members);
-            chosen.push((combo, t));
         }
         chosen
+    }
+
+    /// Takes `combo` on type `t` if none of its jobs is taken, it fits in the
+    /// GPUs left, and its tenants stay within their hard limits (the engine
+    /// refuses starts past them, a shared GPU counting for each job on it;
+    /// Gavel, having no tenants, never checks).
+    fn take(
+        &self,
+        combo: Combo,
+        t: usize,
+        view: &ClusterView<'_>,
+        left: &mut [u32],
+        picked: &mut Picked,
+    ) -> bool {
+        let members = combo.jobs();
+        let sf = self.scale_factor(combo);
+        if members.iter().any(|id| picked.taken.contains(id)) || sf > left[t] {
+            return false;
+        }
+        let mut after = picked.tenant_gpus.clone();
+        for &id in &members {
+            let tenant = view.job(id).spec.tenant;
+            let limit = view.tenant(tenant).gpu_limit.unwrap_or(u32::MAX);
+            after[tenant.index()] = after[tenant.index()].saturating_add(sf);
+            if after[tenant.index()] > limit {
+                return false;
+            }
+        }
+        picked.tenant_gpus = after;
+        picked.taken.extend(members);
+        left[t] -= sf;
+        true
     }
 
     /// Starts a round at `now`: returns the actions and records the round.

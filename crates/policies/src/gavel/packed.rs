@@ -35,6 +35,8 @@
 //! the answer is a vertex, not the centre that Gavel's ECOS and our unpacked
 //! solver return.
 
+use std::collections::BTreeMap;
+
 use good_lp::{constraint, variable, Expression, Solution as _, SolverModel};
 
 use super::allocation::{fifo_perf_types, finish_time_search, isolated_finish_times, AllocJob, FtfHistory};
@@ -138,12 +140,15 @@ pub fn min_total_duration_packed(
     pairs: &[PairCandidate],
 ) -> Result<PackedAllocation, SolveError> {
     // Feasible at horizon T iff the max-min of throughput_i * T / R_i reaches 1.
-    let per_step: Vec<f64> = jobs.iter().map(|j| 1.0 / j.steps_remaining.max(1.0)).collect();
-    let unit = packed_max_min(jobs, capacity, pairs, &per_step)?.min_normalized;
+    // Solved as throughput_i * R_max / R_i (coefficients near 1, which the
+    // simplex handles far faster than 1 / R_i), then scaled back.
+    let most = jobs.iter().map(|j| j.steps_remaining.max(1.0)).fold(1.0, f64::max);
+    let relative: Vec<f64> = jobs.iter().map(|j| most / j.steps_remaining.max(1.0)).collect();
+    let unit = packed_max_min(jobs, capacity, pairs, &relative)?.min_normalized / most;
     let Some(horizon_s) = gavel_horizon(unit) else {
         return Ok(empty(jobs.len(), capacity.len(), pairs.len()));
     };
-    let at_horizon: Vec<f64> = per_step.iter().map(|s| s * horizon_s).collect();
+    let at_horizon: Vec<f64> = relative.iter().map(|s| s * horizon_s / most).collect();
     packed_max_min(jobs, capacity, pairs, &at_horizon)
 }
 
@@ -157,6 +162,7 @@ pub fn fifo_packed(
 ) -> PackedAllocation {
     let n = capacity.len();
     let assigned = fifo_perf_types(jobs, capacity, type_names);
+    let index: BTreeMap<JobPair, usize> = pairs.iter().enumerate().map(|(p, c)| (c.pair, p)).collect();
     let mut out = empty(jobs.len(), n, pairs.len());
     // Scheduled singles in the order they were assigned (arrival order), as
     // Gavel's allocation dict iterates them; a paired one leaves the list.
@@ -169,7 +175,7 @@ pub fn fifo_packed(
                 continue;
             }
             let key = (scheduled.min(queued), scheduled.max(queued));
-            let Some(p) = pairs.iter().position(|c| c.pair == key) else { continue };
+            let Some(&p) = index.get(&key) else { continue };
             let (rate_a, rate_b) = pairs[p].rates[t];
             let mut value = 0.0;
             for (rate, member) in [(rate_a, key.0), (rate_b, key.1)] {
