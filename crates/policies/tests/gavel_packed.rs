@@ -24,6 +24,8 @@ struct Run {
     shared_starts: usize,
     /// Preemptions (`Command::Stop`) over the run.
     stops: usize,
+    /// Every command, with the time it was given.
+    log: Vec<(Time, Command)>,
 }
 
 impl Run {
@@ -89,6 +91,7 @@ fn run(
     let mut owners: BTreeMap<GpuId, Vec<JobId>> = BTreeMap::new();
     let mut shared_starts = 0;
     let mut stops = 0;
+    let mut log = Vec::new();
     let mut next = 0;
     for _ in 0..200_000 {
         let finish = running
@@ -121,6 +124,7 @@ fn run(
         }
         let mut reports = Vec::new();
         for command in engine.step(now, Input::Batch(inputs)) {
+            log.push((now, command.clone()));
             let spec = |id: JobId| &jobs[id.index()];
             match command {
                 Command::Start { job, gpus } => {
@@ -199,7 +203,7 @@ fn run(
         assert!(engine.violations().is_empty(), "{policy}: {:?}", engine.violations());
     }
     let jct_s = (0..n).map(|i| (end[i].expect("job completed") - jobs[i].arrival).as_secs_f64()).collect();
-    Run { jct_s, shared_starts, stops }
+    Run { jct_s, shared_starts, stops, log }
 }
 
 fn k80s(gpus: u32) -> ClusterSpec {
@@ -262,6 +266,35 @@ fn pairs_that_pack_well_cut_the_average_jct() {
         assert!(alone.mean_jct_s() >= 5_399.0, "{unpacked}: {alone:?}");
         assert!(with_pairs.mean_jct_s() < 0.85 * alone.mean_jct_s());
     }
+}
+
+#[test]
+fn a_job_whose_partner_leaves_keeps_its_gpus_and_takes_a_new_partner() {
+    // One K80. A0 (360 steps) and B1 (7,200 steps) start as a pair at 0.8 steps/s
+    // each; A0 is done at 450 s, B1 runs on alone (re-rated, not restarted). A2
+    // arrives at 500 s; at the next round it joins B1 on B1's GPU.
+    let (table, types) = ab_table((0.8, 0.8));
+    let mut jobs = ab_jobs();
+    jobs.truncate(3);
+    (jobs[0].work, jobs[1].work, jobs[2].work) = (360.0, 7_200.0, 3_600.0);
+    jobs[2].arrival = Time::from_secs(500);
+    let run = run(k80s(1), vec![TenantSpec::new("t")], &table, &types, &jobs, "max-min-fairness-packed");
+    assert_eq!(run.stops, 0, "{:?}", run.log);
+    assert!((run.jct_s[0] - 450.0).abs() < 1e-3, "{:?}", run.jct_s);
+    let b1 = JobId(1);
+    let rerated = run.log.iter().any(|(at, c)| {
+        *at == Time::from_secs(450)
+            && matches!(c, Command::Rerate { job, partners } if *job == b1 && partners.is_empty())
+    });
+    assert!(rerated, "{:?}", run.log);
+    let joined = run.log.iter().find(
+        |(_, c)| matches!(c, Command::StartShared { job, partner, .. } if *job == JobId(2) && *partner == b1),
+    );
+    assert!(
+        joined.is_some_and(|(at, _)| *at > Time::from_secs(500) && *at < Time::from_secs(1_100)),
+        "{:?}",
+        run.log
+    );
 }
 
 #[test]
