@@ -1,7 +1,8 @@
 //! Gavel (OSDI'20): heterogeneity-aware allocation policies over time fractions
-//! X[job][gpu_type], and the round-based mechanism that turns X into per-round
-//! GPU assignments. See `docs/policies.md` ("Heterogeneous policies") and
-//! `docs/experiments/gavel-parity.md`.
+//! X[job][gpu_type] (and, packed, over pairs of jobs sharing GPUs), and the
+//! round-based mechanism that turns X into per-round GPU assignments. See
+//! `docs/policies.md` ("Heterogeneous policies"), `docs/experiments/gavel-parity.md`
+//! and `docs/experiments/gavel-packed.md`.
 pub mod allocation;
 pub mod mechanism;
 pub mod packed;
