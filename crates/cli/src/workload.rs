@@ -34,7 +34,7 @@ pub struct WorkloadArgs {
     pub cluster: Option<String>,
     /// Without --cluster, size the cluster so that the workload's average GPU demand
     /// (GPU-seconds of work / arrival span) is this fraction of it, in nodes of 8 GPUs:
-    /// nodes = ceil(demand / load / 8). The default week (≈412 GPUs) gives 60 x 8 = 480 GPUs.
+    /// nodes = ceil(demand / load / 8). The default week (413 GPUs of demand) gives 60 x 8 = 480 GPUs.
     #[arg(long, default_value_t = DEFAULT_TARGET_LOAD, value_name = "FRACTION")]
     pub target_load: f64,
     /// Keep jobs arriving at or after this time: `2017-11-06`, `2017-11-06 12:00:00` (Philly) or seconds.
