@@ -1,9 +1,9 @@
 //! FIFO in submission order, non-preemptive; optionally with EASY backfilling.
 
-use cotenant_core::placement::{FreeMap, Placement};
+use cotenant_core::placement::Placement;
 use cotenant_core::{Action, ClusterView, Decision, JobId, Policy, PolicyCx, Time, WaitReason};
 
-use crate::greedy::{start_in_order, TenantLedger, SCAN_LIMIT};
+use crate::greedy::{start_in_order, Attempt, StartPass, SCAN_LIMIT};
 
 /// First come, first served. Without backfill the first job that cannot start
 /// blocks every job behind it (strict FIFO). With EASY backfill the blocked
@@ -34,33 +34,14 @@ impl Policy for Fifo {
 }
 
 fn easy_backfill(view: &ClusterView<'_>, placement: Placement) -> Decision {
-    let mut decision = Decision::default();
-    let mut free = FreeMap::new(view.cluster);
-    let mut ledger = TenantLedger::new(view);
+    let mut pass = StartPass::new(view, placement);
     let mut pending = view.pending.iter().copied().take(SCAN_LIMIT);
-    // Phase 1: start in order until the first job that does not fit. A job held
-    // back by its tenant's limit is skipped, not a head (it would block forever).
-    let mut head = None;
-    for id in pending.by_ref() {
-        let gpus = view.job(id).spec.gpus;
-        if let Some(reason) = ledger.check(view, id, gpus) {
-            decision.waiting.push((id, reason));
-            continue;
-        }
-        match free.place(gpus, placement, |_| true) {
-            Ok(chosen) => {
-                ledger.add(view, id, gpus);
-                decision.actions.push(Action::Start { job: id, gpus: chosen });
-            }
-            Err(reason) => {
-                decision.waiting.push((id, reason));
-                head = Some(id);
-                break;
-            }
-        }
-    }
-    let Some(head) = head else { return decision };
-    let started: Vec<JobId> = decision
+    // Phase 1: start in order until the first job that cannot be placed: the head.
+    let Some(head) = pending.by_ref().find(|&id| pass.try_start(id) == Attempt::Misfit) else {
+        return pass.decision;
+    };
+    let started: Vec<JobId> = pass
+        .decision
         .actions
         .iter()
         .filter_map(|a| match a {
@@ -68,36 +49,27 @@ fn easy_backfill(view: &ClusterView<'_>, placement: Placement) -> Decision {
             _ => None,
         })
         .collect();
-    let (shadow, mut extra) = reservation(view, head, &started, free.free());
+    let (shadow, mut extra) = reservation(view, head, &started, pass.free());
     // Phase 2: backfill jobs that leave the head's reservation intact.
     for id in pending {
-        if free.free() == 0 {
+        if pass.free() == 0 {
             break;
         }
         let job = view.job(id);
         let gpus = job.spec.gpus;
-        if gpus > free.free() {
-            continue;
-        }
-        if let Some(reason) = ledger.check(view, id, gpus) {
-            decision.waiting.push((id, reason));
+        if gpus > pass.free() {
             continue;
         }
         let ends_before_shadow = job.spec.duration_estimate.is_some_and(|d| view.now + d <= shadow);
-        let within_extra = gpus <= extra;
-        if !ends_before_shadow && !within_extra {
-            decision.waiting.push((id, WaitReason::WouldDelayReservation { head }));
+        if !ends_before_shadow && gpus > extra {
+            pass.decision.waiting.push((id, WaitReason::WouldDelayReservation { head }));
             continue;
         }
-        if let Ok(chosen) = free.place(gpus, placement, |_| true) {
-            if !ends_before_shadow {
-                extra -= gpus;
-            }
-            ledger.add(view, id, gpus);
-            decision.actions.push(Action::Start { job: id, gpus: chosen });
+        if pass.try_start(id) == Attempt::Started && !ends_before_shadow {
+            extra -= gpus;
         }
     }
-    decision
+    pass.decision
 }
 
 /// The head's reserved start (shadow time) and the GPUs free at that time

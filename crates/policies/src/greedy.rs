@@ -34,10 +34,67 @@ impl TenantLedger {
     }
 }
 
+/// What happened when a pass tried to start a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    Started,
+    /// Its tenant is at its hard limit: the job is skipped, it blocks nobody.
+    TenantAtLimit,
+    /// No placement for it now (not enough GPUs, or fragmented).
+    Misfit,
+}
+
+/// The state of one non-preemptive pass: the GPUs still free and the tenants'
+/// holdings after the starts decided so far, and the decision being built.
+pub(crate) struct StartPass<'v> {
+    view: &'v ClusterView<'v>,
+    free: FreeMap<'v>,
+    ledger: TenantLedger,
+    placement: Placement,
+    pub(crate) decision: Decision,
+}
+
+impl<'v> StartPass<'v> {
+    pub(crate) fn new(view: &'v ClusterView<'v>, placement: Placement) -> StartPass<'v> {
+        StartPass {
+            view,
+            free: FreeMap::new(view.cluster),
+            ledger: TenantLedger::new(view),
+            placement,
+            decision: Decision::default(),
+        }
+    }
+
+    pub(crate) fn free(&self) -> u32 {
+        self.free.free()
+    }
+
+    /// Starts `id` if its tenant's limit and a placement allow; otherwise records why not.
+    pub(crate) fn try_start(&mut self, id: JobId) -> Attempt {
+        let gpus = self.view.job(id).spec.gpus;
+        if let Some(reason) = self.ledger.check(self.view, id, gpus) {
+            self.decision.waiting.push((id, reason));
+            return Attempt::TenantAtLimit;
+        }
+        match self.free.place(gpus, self.placement, |_| true) {
+            Ok(chosen) => {
+                self.ledger.add(self.view, id, gpus);
+                self.decision.actions.push(Action::Start { job: id, gpus: chosen });
+                Attempt::Started
+            }
+            Err(reason) => {
+                self.decision.waiting.push((id, reason));
+                Attempt::Misfit
+            }
+        }
+    }
+}
+
 /// Non-preemptive: walks waiting jobs in `order` and starts every one that can
 /// be placed now. With `stop_at_first_misfit` (strict FIFO) the first job that
-/// cannot start blocks all behind it. `smallest_request` lets the pass stop as
-/// soon as no waiting job could fit in what is left.
+/// cannot be placed blocks all behind it (a job held back by its tenant's limit
+/// blocks nobody). `smallest_request` lets the pass stop as soon as no waiting
+/// job could fit in what is left.
 pub fn start_in_order(
     view: &ClusterView<'_>,
     order: impl Iterator<Item = JobId>,
@@ -45,33 +102,17 @@ pub fn start_in_order(
     stop_at_first_misfit: bool,
     smallest_request: Option<u32>,
 ) -> Decision {
-    let mut decision = Decision::default();
-    let mut free = FreeMap::new(view.cluster);
-    let mut ledger = TenantLedger::new(view);
+    let mut pass = StartPass::new(view, placement);
     let floor = smallest_request.unwrap_or(0);
     for id in order.take(SCAN_LIMIT) {
-        if floor > 0 && free.free() < floor {
+        if floor > 0 && pass.free() < floor {
             break;
         }
-        let gpus = view.job(id).spec.gpus;
-        if let Some(reason) = ledger.check(view, id, gpus) {
-            decision.waiting.push((id, reason));
-            continue;
-        }
-        match free.place(gpus, placement, |_| true) {
-            Ok(chosen) => {
-                ledger.add(view, id, gpus);
-                decision.actions.push(Action::Start { job: id, gpus: chosen });
-            }
-            Err(reason) => {
-                decision.waiting.push((id, reason));
-                if stop_at_first_misfit {
-                    break;
-                }
-            }
+        if pass.try_start(id) == Attempt::Misfit && stop_at_first_misfit {
+            break;
         }
     }
-    decision
+    pass.decision
 }
 
 /// Preemptive: all active jobs compete, best key first. `running` holds the
