@@ -40,12 +40,17 @@ MD
 
 - **The week.** With oracle durations SRTF is best (2.80 h mean JCT); LAS (2.79 h) and
   Tiresias (2.81 h), which need no duration at all, match it; SJF (3.06 h) trails them
-  and strict FIFO (4.41 h) is worst, its mean dominated by head-of-line blocking behind
-  wide jobs. This is the ordering the Tiresias paper reports (2D-LAS close to SRTF
-  without knowing durations, far better than FIFO).
-- **The whole trace** stretches the differences: FIFO's blocking behind 64- and 128-GPU
-  jobs grows into a 12-day mean; SRTF stays best (6.5 h), LAS next (8.4 h), then SJF
-  (9.0 h). Tiresias with our defaults (queues at 1 and 10 GPU-hours, promotion after
+  and strict FIFO (4.41 h) is worst. This is the ordering the Tiresias paper reports
+  (2D-LAS close to SRTF without knowing durations, far better than FIFO).
+- **Why FIFO loses: order, not idle GPUs.** FIFO leaves almost no capacity idle while
+  jobs wait (the `idle-wait` column: 0.1% of the week's capacity, 0.6% of the whole
+  trace's), so head-of-line blocking behind wide jobs is not what hurts; what hurts is
+  that short jobs queue behind long ones (the convoy effect). That is also why EASY
+  backfill barely helps FIFO on this trace (`--policy fifo,fifo-backfill --all`: 12.2 d
+  to 11.1 d mean): there are few holes to fill.
+- **The whole trace** stretches the differences: FIFO's queue grows into a 12-day mean
+  through October's burst of 47,000 jobs; SRTF stays best (6.5 h), LAS next (8.4 h),
+  then SJF (9.0 h). Tiresias with our defaults (queues at 1 and 10 GPU-hours, promotion after
   waiting 8 times the job's own run time) is worse here (19.6 h mean, 23-day p99): jobs
   past 10 GPU-hours share the last queue in arrival order behind a steady stream of
   short newcomers, and a long job must wait 8 times its run time before promotion. These

@@ -40,6 +40,7 @@ fn summary(s: &Summary) -> Value {
         "makespan_secs": s.makespan_secs,
         "gpu_utilization": s.gpu_utilization,
         "goodput_utilization": s.goodput_utilization,
+        "idle_while_waiting": s.idle_while_waiting,
         "preemptions": s.preemptions,
         "lost_gpu_hours": s.lost_gpu_hours,
         "jain_backlogged": s.jain_backlogged,

@@ -350,6 +350,7 @@ impl<'a> Run<'a> {
         if let (Some(log), Some(input)) = (&mut self.log, logged_input) {
             log.steps.push((now, input, commands));
         }
+        self.usage.free_gpus = self.engine.cluster().free_gpus();
         self.watch(now);
         if !reports.is_empty() {
             let input = Input::Batch(reports);

@@ -70,6 +70,9 @@ pub struct Summary {
     pub makespan_secs: f64,
     pub gpu_utilization: f64,
     pub goodput_utilization: f64,
+    /// GPU-time left free while jobs waited, as a fraction of capacity over the
+    /// makespan: fragmentation and blocking (DESIGN.md's fragmentation metric).
+    pub idle_while_waiting: f64,
     pub preemptions: u64,
     pub lost_gpu_hours: f64,
     /// Mean over share windows (with two or more backlogged tenants) of Jain's
@@ -117,6 +120,7 @@ pub fn summarize(result: &SimResult) -> Summary {
         makespan_secs,
         gpu_utilization: held as f64 / available,
         goodput_utilization: (held - lost) as f64 / available,
+        idle_while_waiting: result.usage.idle_while_waiting_gpu_us as f64 / available,
         preemptions: jobs.iter().map(|j| u64::from(j.preemptions)).sum(),
         lost_gpu_hours: lost as f64 / GPU_US_PER_HOUR,
         jain_backlogged: jain,

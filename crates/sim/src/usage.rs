@@ -20,12 +20,17 @@ pub struct UsageTracker {
     pub tenant_half_gpus: Vec<u32>,
     pub tenant_waiting: Vec<u32>,
     pub up_gpus: u32,
+    /// Free GPUs on nodes that are up (set by the driver after every step).
+    pub free_gpus: u32,
     /// Integrals so far.
     pub busy_gpu_us: u128,
     pub available_gpu_us: u128,
     /// `available_gpu_us` as of the latest job completion: the makespan's capacity.
     pub available_at_last_completion_gpu_us: u128,
     pub tenant_gpu_us: Vec<u128>,
+    /// GPU-time free while some job waited: capacity that the waiting jobs could
+    /// not use (fragmentation, head-of-line blocking, tenant limits, rounds).
+    pub idle_while_waiting_gpu_us: u128,
     pub windows: Vec<WindowUsage>,
 }
 
@@ -38,7 +43,9 @@ impl UsageTracker {
             tenant_half_gpus: vec![0; tenants],
             tenant_waiting: vec![0; tenants],
             up_gpus,
+            free_gpus: up_gpus,
             busy_gpu_us: 0,
+            idle_while_waiting_gpu_us: 0,
             available_gpu_us: 0,
             available_at_last_completion_gpu_us: 0,
             tenant_gpu_us: vec![0; tenants],
@@ -83,6 +90,9 @@ impl UsageTracker {
             }
         }
         self.available_gpu_us += u128::from(self.up_gpus) * u128::from(span_us);
+        if self.tenant_waiting.iter().any(|&w| w > 0) {
+            self.idle_while_waiting_gpu_us += u128::from(self.free_gpus) * u128::from(span_us);
+        }
     }
 }
 
@@ -96,6 +106,7 @@ mod tests {
         usage.start_at(Time::from_secs(5));
         usage.tenant_half_gpus = vec![4, 2];
         usage.tenant_waiting = vec![0, 1];
+        usage.free_gpus = 1;
         usage.advance(Time::from_secs(20));
         assert_eq!(usage.windows.len(), 2);
         assert_eq!(usage.windows[0].gpu_us, vec![20_000_000, 10_000_000]);
@@ -103,5 +114,9 @@ mod tests {
         assert_eq!(usage.windows[1].backlogged, vec![false, true]);
         assert_eq!(usage.busy_gpu_us, 45_000_000);
         assert_eq!(usage.available_gpu_us, 60_000_000);
+        // One GPU free (4 up, 3 held) while tenant 1 waits: 15 s so far, then 5 s more.
+        assert_eq!(usage.idle_while_waiting_gpu_us, 15_000_000);
+        usage.advance(Time::from_secs(25));
+        assert_eq!(usage.idle_while_waiting_gpu_us, 20_000_000);
     }
 }
