@@ -320,6 +320,8 @@ fn explain(prepared: &Prepared, job: u32, results: &[SimResult]) -> String {
         spec.work,
         human_duration(spec.arrival.as_secs_f64()),
     );
+    // Only for GPU -> node lookups.
+    let cluster = cotenant_core::Cluster::new(prepared.cluster.clone()).ok();
     for result in results {
         text.push_str(&format!("  {}:\n", result.policy));
         for point in &result.watched {
@@ -331,10 +333,8 @@ fn explain(prepared: &Prepared, job: u32, results: &[SimResult]) -> String {
                         .to_string(),
                 },
                 Phase::Running => {
-                    let cluster = cotenant_core::Cluster::new(prepared.cluster.clone());
-                    let nodes = cluster.map_or(0, |c| {
-                        let mut nodes: Vec<_> = point.gpus.iter().map(|g| c.node_of(*g)).collect();
-                        nodes.dedup();
+                    let nodes = cluster.as_ref().map_or(0, |c| {
+                        let nodes: BTreeSet<_> = point.gpus.iter().map(|g| c.node_of(*g)).collect();
                         nodes.len()
                     });
                     format!("running on {} GPUs across {nodes} node(s)", point.gpus.len())

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use cotenant_core::MICROS_PER_SECOND;
 
-use crate::driver::{Outcome, SimResult};
+use crate::driver::{JobRecord, Outcome, SimResult};
 
 /// Mean and nearest-rank percentiles of a set of values, in seconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -132,12 +132,17 @@ pub fn summarize(result: &SimResult) -> Summary {
 }
 
 fn tenant_summaries(result: &SimResult, total_held: u128) -> Vec<TenantSummary> {
+    // One pass over the jobs, not one per tenant.
+    let mut by_tenant: Vec<Vec<&JobRecord>> = vec![Vec::new(); result.tenants.len()];
+    for job in &result.jobs {
+        by_tenant[job.tenant.index()].push(job);
+    }
     result
         .tenants
         .iter()
         .enumerate()
         .map(|(t, spec)| {
-            let mine: Vec<_> = result.jobs.iter().filter(|j| j.tenant.index() == t).collect();
+            let mine = &by_tenant[t];
             let held: u128 = mine.iter().map(|j| u128::from(j.held_gpu_us)).sum();
             let lost: u128 = mine.iter().map(|j| u128::from(j.lost_gpu_us)).sum();
             TenantSummary {

@@ -415,17 +415,7 @@ fn finish_time_fairness(
     let mut reaches = |needs: &[f64]| max_min_at_least(jobs, capacity, coef_at(needs), 1.0);
     let Some(needs) = finish_time_search(jobs, &isolated_finish, &mut reaches)? else {
         // Gavel falls back to the isolated allocation.
-        return Ok(jobs
-            .iter()
-            .map(|job| {
-                let share: Vec<f64> = capacity
-                    .iter()
-                    .map(|&c| c as f64 / jobs.len() as f64 / job.scale_factor.max(1) as f64)
-                    .collect();
-                let row = share.iter().sum::<f64>().max(1.0);
-                share.iter().map(|x| x / row).collect()
-            })
-            .collect());
+        return Ok(equal_split(jobs, capacity));
     };
     // The central allocation at the smallest rho found feasible.
     let (best, _) = central_max_min(jobs, capacity, coef_at(&needs))?;
@@ -435,6 +425,22 @@ fn finish_time_fairness(
 /// Each job's isolated finish time: the isolated time credited for the steps
 /// done since earlier calls plus its steps left at the isolated rate `iso`.
 /// Updates `history` for the next call.
+/// Every type split equally among the jobs (a job of scale factor k takes 1/k of
+/// its share per worker), each row capped at a total time fraction of 1: the
+/// allocation Gavel falls back to when finish-time fairness finds no feasible rho.
+pub(super) fn equal_split(jobs: &[AllocJob], capacity: &[u32]) -> Vec<Vec<f64>> {
+    jobs.iter()
+        .map(|job| {
+            let share: Vec<f64> = capacity
+                .iter()
+                .map(|&c| c as f64 / jobs.len() as f64 / job.scale_factor.max(1) as f64)
+                .collect();
+            let row = share.iter().sum::<f64>().max(1.0);
+            share.iter().map(|x| x / row).collect()
+        })
+        .collect()
+}
+
 pub(super) fn isolated_finish_times(jobs: &[AllocJob], iso: &[f64], history: &mut FtfHistory) -> Vec<f64> {
     let mut isolated_finish = Vec::with_capacity(jobs.len());
     for (i, job) in jobs.iter().enumerate() {

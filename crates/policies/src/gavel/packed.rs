@@ -39,8 +39,8 @@ use std::collections::BTreeMap;
 
 use good_lp::{constraint, variable, Expression, Solution as _, SolverModel};
 
+use super::allocation::{equal_split, gavel_horizon, isolated_throughputs};
 use super::allocation::{fifo_perf_types, finish_time_search, isolated_finish_times, AllocJob, FtfHistory};
-use super::allocation::{gavel_horizon, isolated_throughputs};
 use super::solver::SolveError;
 
 /// Indices of two co-located jobs, the smaller first.
@@ -113,17 +113,7 @@ pub fn finish_time_fairness_packed(
         Some(needs) => packed_max_min(jobs, capacity, pairs, &scale_of(&needs)),
         None => {
             // As Gavel and the unpacked form: an equal split of every type.
-            let singles = jobs
-                .iter()
-                .map(|job| {
-                    let share: Vec<f64> = capacity
-                        .iter()
-                        .map(|&c| c as f64 / jobs.len() as f64 / job.scale_factor.max(1) as f64)
-                        .collect();
-                    let row = share.iter().sum::<f64>().max(1.0);
-                    share.iter().map(|x| x / row).collect()
-                })
-                .collect();
+            let singles = equal_split(jobs, capacity);
             Ok(PackedAllocation {
                 singles,
                 pairs: vec![vec![0.0; capacity.len()]; pairs.len()],
