@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod engine;
 pub mod ids;
 pub mod job;
+pub mod limits;
 pub mod placement;
 pub mod policy;
 pub mod tenant;
