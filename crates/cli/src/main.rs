@@ -54,6 +54,10 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) if error.is::<sim_cmd::Unhealthy>() => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::from(2)
+        }
         Err(error) => {
             eprintln!("error: {error:#}");
             std::process::ExitCode::FAILURE

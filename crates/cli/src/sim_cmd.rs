@@ -7,10 +7,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
+use cotenant_core::limits;
 use cotenant_core::placement::Placement;
 use cotenant_core::{Policy, Span};
 use cotenant_policies::{PolicyError, PolicyParams};
-use cotenant_report::{comparison_table, summaries_json, tenant_table, write_jobs_csv};
+use cotenant_report::{
+    comparison_table, health_block, summaries_json, tenant_table, write_jobs_csv, COMPARISON_LEGEND,
+};
 use cotenant_sim::{simulate, summarize, Overheads, RateModel, ReferenceRate, SimConfig, SimResult};
 use rayon::prelude::*;
 use serde_json::json;
@@ -80,21 +83,55 @@ pub struct SimArgs {
     /// Worker threads (default: all cores). Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Most engine steps one run may take (default: 1,000 per job + 1M). A run that
+    /// reaches it stops, its remaining jobs end unfinished, and it warns: a policy that
+    /// livelocks (preempting jobs before they keep progress) cannot run forever.
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<u64>,
+    /// Exit non-zero (status 2, after printing the results) if any run is unhealthy: it
+    /// stopped at a limit (a livelock), left jobs unfinished, or a metric fell outside
+    /// its range. The JSON field `healthy` says the same.
+    #[arg(long)]
+    pub strict: bool,
 }
 
-pub fn run(args: SimArgs) -> Result<()> {
-    if let Some(threads) = args.threads {
-        rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().ok();
+/// `--threads N`: at least 1, at most `core::limits::MAX_THREADS`.
+pub fn set_threads(threads: Option<usize>) -> Result<()> {
+    let Some(threads) = threads else { return Ok(()) };
+    if !(1..=limits::MAX_THREADS).contains(&threads) {
+        bail!(
+            "--threads {threads}: must be between 1 and {} (core::limits::MAX_THREADS)",
+            limits::MAX_THREADS
+        );
     }
+    rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().ok();
+    Ok(())
+}
+
+/// A run whose results are printed but must not be trusted: `--strict` exits with this.
+#[derive(Debug)]
+pub struct Unhealthy(pub usize);
+
+impl std::fmt::Display for Unhealthy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "--strict: {} run(s) unhealthy (see the warnings above)", self.0)
+    }
+}
+
+impl std::error::Error for Unhealthy {}
+
+pub fn run(args: SimArgs) -> Result<()> {
+    set_threads(args.threads)?;
+    let mut config = sim_config(&args.run)?;
     let prepared = prepare(&args.workload)?;
     let policies = build_policies(&args.run, &prepared)?;
-    let mut config = sim_config(&args.run)?;
     if let Some(job) = args.explain {
         if job as usize >= prepared.workload.jobs.len() {
             bail!("--explain {job}: the workload has jobs 0..{}", prepared.workload.jobs.len());
         }
         config.watch = Some(cotenant_core::JobId(job));
     }
+    config.max_steps = args.max_steps;
     let rates = rate_model(&args.run, &prepared)?;
     let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
     let outcomes: Vec<Result<(SimResult, f64)>> = policies
@@ -118,16 +155,25 @@ pub fn run(args: SimArgs) -> Result<()> {
         let refs: Vec<&SimResult> = results.iter().collect();
         write_jobs_csv(&refs, BufWriter::new(file)).with_context(|| format!("writing {}", path.display()))?;
     }
+    let unhealthy = summaries.iter().filter(|s| !s.health.healthy()).count();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if args.json {
         let value = summaries_json(workload_json(&prepared), &summaries);
         serde_json::to_writer_pretty(&mut out, &value)?;
         writeln!(out)?;
-        return Ok(());
+        if unhealthy > 0 {
+            eprint!("{}", health_block(&summaries));
+        }
+        return strict_verdict(args.strict, unhealthy);
     }
     writeln!(out, "{}", describe(&prepared))?;
     writeln!(out, "\n{}", comparison_table(&summaries, Some(&walls)).render())?;
+    writeln!(out, "{COMPARISON_LEGEND}\n")?;
+    let health = health_block(&summaries);
+    if !health.is_empty() {
+        writeln!(out, "{health}")?;
+    }
     writeln!(out, "Mean JCT by tenant (share = GPU-time share under {}):", summaries[0].policy)?;
     writeln!(out, "{}", tenant_table(&summaries).render())?;
     if let Some(job) = args.explain {
@@ -138,6 +184,16 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
     if let Some(path) = &args.jobs_csv {
         writeln!(out, "per-job records: {}", path.display())?;
+    }
+    if unhealthy > 0 {
+        eprintln!("warning: {unhealthy} run(s) unhealthy; see the WARNING lines after the table");
+    }
+    strict_verdict(args.strict, unhealthy)
+}
+
+fn strict_verdict(strict: bool, unhealthy: usize) -> Result<()> {
+    if strict && unhealthy > 0 {
+        return Err(Unhealthy(unhealthy).into());
     }
     Ok(())
 }
@@ -178,6 +234,9 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
         options.insert(key.trim().to_string(), value.trim().to_string());
     }
     let round = run.round.as_deref().map(parse_span("--round")).transpose()?;
+    if let Some(round) = round {
+        check_span("--round", round, limits::MIN_ROUND, limits::MAX_ROUND)?;
+    }
     let throughputs = load_throughputs(run)?.map(std::sync::Arc::new);
     let params = PolicyParams {
         placement,
@@ -283,18 +342,33 @@ pub fn rate_model(run: &RunArgs, prepared: &Prepared) -> Result<Box<dyn RateMode
         &prepared.cluster.gpu_types,
         cotenant_sim::gavel_rates::Consolidation::Always,
     )?;
-    rates.check_jobs(&prepared.workload.jobs)?;
+    rates.check_jobs(&prepared.workload.jobs).map_err(|error| {
+        let w = &prepared.workload;
+        match error.job().and_then(|job| w.lines.get(job as usize)) {
+            Some(line) => {
+                let field = match error {
+                    cotenant_sim::gavel_rates::GavelRatesError::TooLong { .. } => ", field total_steps",
+                    _ => ", field job_type",
+                };
+                anyhow!("{} line {line}{field}: {error}", w.source)
+            }
+            None => anyhow!("{}: {error}", w.source),
+        }
+    })?;
     Ok(Box::new(rates))
 }
 
 pub fn sim_config(run: &RunArgs) -> Result<SimConfig> {
+    let checkpoint_interval = parse_span("--checkpoint-interval")(&run.checkpoint_interval)?;
+    check_span("--checkpoint-interval", checkpoint_interval, Span::ZERO, limits::MAX_JOB_DURATION)?;
+    let restore_overhead = parse_span("--restore-overhead")(&run.restore_overhead)?;
+    check_span("--restore-overhead", restore_overhead, Span::ZERO, limits::MAX_JOB_DURATION)?;
+    let share_window = parse_span("--share-window")(&run.share_window)?;
+    check_span("--share-window", share_window, limits::MIN_SHARE_WINDOW, limits::MAX_ARRIVAL_SPAN)?;
     Ok(SimConfig {
         seed: run.seed,
-        overheads: Overheads {
-            checkpoint_interval: parse_span("--checkpoint-interval")(&run.checkpoint_interval)?,
-            restore_overhead: parse_span("--restore-overhead")(&run.restore_overhead)?,
-        },
-        share_window: parse_span("--share-window")(&run.share_window)?,
+        overheads: Overheads { checkpoint_interval, restore_overhead },
+        share_window,
         record: false,
         horizon: None,
         watch: None,
@@ -304,6 +378,37 @@ pub fn sim_config(run: &RunArgs) -> Result<SimConfig> {
 
 fn parse_span(flag: &'static str) -> impl Fn(&str) -> Result<Span> {
     move |text| Span::parse(text).map_err(|e| anyhow!("{flag}: {e}"))
+}
+
+/// A duration flag within `[min, max]`, or an error naming the flag, the value and the range.
+fn check_span(flag: &str, value: Span, min: Span, max: Span) -> Result<()> {
+    if value < min || value > max {
+        bail!(
+            "{flag} {}: must be between {} and {} (core::limits)",
+            show_span(value),
+            show_span(min),
+            show_span(max)
+        );
+    }
+    Ok(())
+}
+
+/// A span in the largest unit that divides it: `360s`, `7d`, `1ms`.
+fn show_span(span: Span) -> String {
+    const UNITS: [(&str, u64); 6] = [
+        ("d", 86_400_000_000),
+        ("h", 3_600_000_000),
+        ("m", 60_000_000),
+        ("s", 1_000_000),
+        ("ms", 1_000),
+        ("us", 1),
+    ];
+    if span == Span::ZERO {
+        return "0s".into();
+    }
+    let (unit, size) =
+        UNITS.iter().find(|(_, size)| span.0.is_multiple_of(*size)).copied().unwrap_or(("us", 1));
+    format!("{}{unit}", span.0 / size)
 }
 
 /// A job's history under each policy, times relative to its arrival.

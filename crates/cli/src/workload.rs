@@ -147,8 +147,18 @@ pub fn size_cluster(workload: &Workload, load: f64) -> Result<(ClusterSpec, Stri
     };
     let demand = gpu_seconds / span_secs;
     let widest = jobs.iter().map(|j| j.gpus).max().unwrap_or(1);
-    let nodes =
-        ((demand / load / f64::from(GPUS_PER_NODE)).ceil() as u32).max(widest.div_ceil(GPUS_PER_NODE)).max(1);
+    let wanted =
+        (demand / load / f64::from(GPUS_PER_NODE)).ceil().max(f64::from(widest.div_ceil(GPUS_PER_NODE)));
+    let max_nodes = cotenant_core::limits::MAX_CLUSTER_NODES
+        .min(cotenant_core::limits::MAX_CLUSTER_GPUS / u64::from(GPUS_PER_NODE));
+    if wanted.is_nan() || wanted > max_nodes as f64 {
+        bail!(
+            "the sizing rule asks for {wanted:.0} nodes of {GPUS_PER_NODE} GPUs (average demand {demand:.0} GPUs at \
+             --target-load {load}, widest job {widest} GPUs), over the limit of {max_nodes} nodes \
+             (core::limits::MAX_CLUSTER_NODES / MAX_CLUSTER_GPUS): give --cluster, or a larger --target-load"
+        );
+    }
+    let nodes = (wanted as u32).max(1);
     let rule = format!(
         "average demand {demand:.0} GPUs / target load {load} -> {nodes} nodes x {GPUS_PER_NODE} GPUs = {} GPUs (offered load {:.0}%)",
         nodes * GPUS_PER_NODE,

@@ -60,3 +60,7 @@ pub const MAX_UNIX_SECONDS: i64 = 4_102_444_800;
 
 /// Most accounts in one fair-share account tree.
 pub const MAX_ACCOUNTS: usize = 1_000_000;
+
+/// Longest simulated span, from the first arrival: 100 years. A run whose next
+/// event lies beyond it stops there and says so (its jobs end `Unfinished`).
+pub const MAX_RUN_SPAN: Span = Span(36_525 * DAY_US);

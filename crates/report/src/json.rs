@@ -35,6 +35,10 @@ fn summary(s: &Summary) -> Value {
         "completed": s.completed,
         "ended": s.ended,
         "unfinished": s.unfinished,
+        "unfinished_reasons": s.unfinished_reasons,
+        "healthy": s.health.healthy(),
+        "warnings": s.health.warnings,
+        "notes": s.health.notes,
         "jct_secs": distribution(&s.jct),
         "queueing_secs": distribution(&s.queueing),
         "makespan_secs": s.makespan_secs,
@@ -51,7 +55,12 @@ fn summary(s: &Summary) -> Value {
     })
 }
 
-/// `{"workload": ..., "runs": [summary, ...]}` for a set of runs on one workload.
+/// `{"workload": ..., "healthy": bool, "runs": [summary, ...]}` for a set of runs on one
+/// workload; `healthy` is false when any run has a warning (see `cotenant_sim::Health`).
 pub fn summaries_json(workload: Value, summaries: &[Summary]) -> Value {
-    json!({ "workload": workload, "runs": summaries.iter().map(summary).collect::<Vec<_>>() })
+    json!({
+        "workload": workload,
+        "healthy": summaries.iter().all(|s| s.health.healthy()),
+        "runs": summaries.iter().map(summary).collect::<Vec<_>>(),
+    })
 }

@@ -10,4 +10,4 @@ pub mod table;
 
 pub use jobs_csv::write_jobs_csv;
 pub use json::summaries_json;
-pub use table::{comparison_table, human_duration, tenant_table, Table};
+pub use table::{comparison_table, health_block, human_duration, tenant_table, Table, COMPARISON_LEGEND};

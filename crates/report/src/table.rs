@@ -110,6 +110,38 @@ pub fn comparison_table(summaries: &[Summary], wall_secs: Option<&[f64]>) -> Tab
     table
 }
 
+/// What the comparison table's less obvious columns mean, printed under it.
+pub const COMPARISON_LEGEND: &str = "\
+done: jobs completed / jobs in the workload (ended and unfinished jobs are listed below the table).
+util: GPU-time held by jobs / GPU-time available from the first arrival to the last completion;
+  the offered load in the cluster line is demand / capacity over the arrival window, so util is
+  lower when the makespan runs past the arrivals. idle-wait: GPU-time left free while jobs waited.
+Jain: Jain's index of weighted GPU-time among backlogged tenants, averaged over share windows;
+  \"-\" when no window had two or more tenants waiting at once (a single tenant, or no contention).";
+
+/// The warning and note block printed after the tables: empty for a healthy run
+/// with nothing to note.
+pub fn health_block(summaries: &[Summary]) -> String {
+    let mut out = String::new();
+    for s in summaries {
+        for warning in &s.health.warnings {
+            out.push_str(&format!("WARNING [{}]: {}\n", s.policy, warning));
+        }
+    }
+    for s in summaries {
+        for note in &s.health.notes {
+            out.push_str(&format!("note [{}]: {}\n", s.policy, note));
+        }
+    }
+    if summaries.iter().any(|s| !s.health.healthy()) {
+        out.push_str(
+            "These results are not trustworthy as they stand: see the warnings above \
+             (--jobs-csv lists every job's outcome; --strict makes this an error).\n",
+        );
+    }
+    out
+}
+
 /// Tenants as rows, policies as columns: mean JCT, and each tenant's GPU share
 /// under the first policy beside its quota.
 pub fn tenant_table(summaries: &[Summary]) -> Table {

@@ -4,6 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use cotenant_core::limits::MAX_RUN_SPAN;
 use cotenant_core::{
     Cluster, ClusterError, ClusterSpec, Command, EndReason, Engine, EngineStats, GpuId, Input, JobId,
     JobSpec, Phase, Policy, Span, TenantId, TenantSpec, Time, Violation, WaitReason,
@@ -108,6 +109,39 @@ pub struct RunLog {
     pub steps: Vec<(Time, Input, Vec<Command>)>,
 }
 
+/// Why a run stopped before every job was done, if it did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EarlyStop {
+    /// The step limit (`SimConfig::max_steps`): a policy livelock, most likely.
+    StepLimit { steps: u64 },
+    /// The next event lay beyond `core::limits::MAX_RUN_SPAN` after the first arrival.
+    TimeLimit { at: Time },
+    /// The configured horizon (`SimConfig::horizon`).
+    Horizon { at: Time },
+}
+
+impl std::fmt::Display for EarlyStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EarlyStop::StepLimit { steps } => write!(
+                f,
+                "the run hit its step limit of {steps} engine steps (1,000 per job + 1M): \
+                 a policy livelock, jobs preempted before they keep progress?"
+            ),
+            EarlyStop::TimeLimit { at } => write!(
+                f,
+                "the run stopped at {:.0} s: its next event lay more than {} days after the first arrival \
+                 (core::limits::MAX_RUN_SPAN)",
+                at.as_secs_f64(),
+                MAX_RUN_SPAN.0 / 86_400_000_000
+            ),
+            EarlyStop::Horizon { at } => {
+                write!(f, "the run stopped at its horizon, {:.0} s", at.as_secs_f64())
+            }
+        }
+    }
+}
+
 /// Everything a run produced. Deterministic for the same inputs and seed.
 #[derive(Clone, Debug)]
 pub struct SimResult {
@@ -122,6 +156,8 @@ pub struct SimResult {
     pub log: Option<RunLog>,
     /// The watched job's history (see `SimConfig::watch`).
     pub watched: Vec<WatchPoint>,
+    /// Set when the run stopped with work left (a limit or the horizon).
+    pub early_stop: Option<EarlyStop>,
 }
 
 /// The watched job's state from `at` on.
@@ -196,7 +232,7 @@ struct Run<'a> {
     done: usize,
     /// Time of the latest step.
     now: Time,
-    step_limit_hit: bool,
+    early_stop: Option<EarlyStop>,
     log: Option<RunLog>,
     watched: Vec<WatchPoint>,
     /// Each job's current share of GPUs in the usage tracker, in half GPUs.
@@ -245,7 +281,7 @@ impl<'a> Run<'a> {
             events: 0,
             done: 0,
             now: Time::ZERO,
-            step_limit_hit: false,
+            early_stop: None,
             log: config.record.then(RunLog::default),
             watched: Vec::new(),
             held_half_gpus: vec![0; jobs.len()],
@@ -264,12 +300,18 @@ impl<'a> Run<'a> {
     fn event_loop(&mut self, progress: &mut dyn FnMut(SimProgress)) {
         let mut steps: u64 = 0;
         let max_steps = self.config.max_steps.unwrap_or(1_000 * self.jobs.len() as u64 + 1_000_000);
+        let time_limit = self.jobs.first().map_or(Time::ZERO, |j| j.arrival) + MAX_RUN_SPAN;
         while let Some(now) = self.next_time() {
-            if self.config.horizon.is_some_and(|h| now > h) {
+            if let Some(at) = self.config.horizon.filter(|&h| now > h) {
+                self.early_stop = Some(EarlyStop::Horizon { at });
+                break;
+            }
+            if now > time_limit {
+                self.early_stop = Some(EarlyStop::TimeLimit { at: time_limit });
                 break;
             }
             if steps >= max_steps {
-                self.step_limit_hit = true;
+                self.early_stop = Some(EarlyStop::StepLimit { steps });
                 break;
             }
             self.usage.advance(now);
@@ -334,7 +376,7 @@ impl<'a> Run<'a> {
         record.outcome = Outcome::Completed;
         self.usage.tenant_half_gpus[record.tenant.index()] -= self.held_half_gpus[job.index()];
         self.held_half_gpus[job.index()] = 0;
-        self.usage.available_at_last_completion_gpu_us = self.usage.available_gpu_us;
+        self.usage.measured_capacity_gpu_us = self.usage.available_gpu_us;
         self.done += 1;
     }
 
@@ -381,6 +423,7 @@ impl<'a> Run<'a> {
                 if self.world[job.index()].running {
                     self.world[job.index()].stop(now, spec.work, &self.config.overheads);
                     self.set_half_gpus(*job);
+                    self.usage.measured_capacity_gpu_us = self.usage.available_gpu_us;
                 } else {
                     self.usage.tenant_waiting[spec.tenant.index()] -= 1;
                 }
@@ -478,7 +521,10 @@ impl<'a> Run<'a> {
             });
         }
         // Close runs still open (a horizon, or a job whose rate is zero) at the end.
-        let end = self.config.horizon.unwrap_or(self.now).max(self.now);
+        let end = match self.early_stop {
+            Some(EarlyStop::Horizon { at }) => at.max(self.now),
+            _ => self.config.horizon.unwrap_or(self.now).max(self.now),
+        };
         self.usage.advance(end);
         for (world, spec) in self.world.iter_mut().zip(self.jobs) {
             if world.running {
@@ -490,7 +536,12 @@ impl<'a> Run<'a> {
                 continue;
             }
             let reason = match self.engine.job(JobId(i as u32)) {
-                _ if self.step_limit_hit => "the run hit its step limit (a livelock?)".to_string(),
+                _ if matches!(self.early_stop, Some(EarlyStop::StepLimit { .. })) => {
+                    "the run hit its step limit (a livelock?)".to_string()
+                }
+                _ if matches!(self.early_stop, Some(EarlyStop::TimeLimit { .. })) => {
+                    "the run reached its time limit (core::limits::MAX_RUN_SPAN)".to_string()
+                }
                 None => "arrives after the end of the run".to_string(),
                 Some(state) if state.is_running() => "still running at the end of the run".to_string(),
                 Some(state) => match state.verdict {
@@ -504,6 +555,10 @@ impl<'a> Run<'a> {
             record.held_gpu_us = world.held_gpu_us;
             record.lost_gpu_us = world.lost_gpu_us;
         }
+        // Jobs left unfinished held GPUs or waited until the end: capacity counts to there.
+        if self.records.iter().any(|r| matches!(r.outcome, Outcome::Unfinished(_))) {
+            self.usage.measured_capacity_gpu_us = self.usage.available_gpu_us;
+        }
         Ok(SimResult {
             policy: self.engine.policy_name().to_string(),
             tenants: self.engine.tenants().to_vec(),
@@ -514,6 +569,7 @@ impl<'a> Run<'a> {
             engine: self.engine.stats(),
             log: self.log,
             watched: self.watched,
+            early_stop: self.early_stop,
         })
     }
 }

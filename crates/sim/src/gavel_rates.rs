@@ -11,6 +11,7 @@
 //!   pair `[own, other]`. A pair the table lacks is time-sliced: each job gets
 //!   the isolated rate divided by the number of jobs sharing.
 
+use cotenant_core::limits::MAX_JOB_DURATION;
 use cotenant_core::{Cluster, GpuId, JobSpec};
 use cotenant_perf::throughput::{JobTypeKey, ThroughputTable};
 
@@ -27,7 +28,7 @@ pub enum Consolidation {
 }
 
 /// A workload the table cannot give rates for.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum GavelRatesError {
     #[error("job {job} has no job type; a throughput table needs one")]
     NoJobType { job: u32 },
@@ -37,6 +38,24 @@ pub enum GavelRatesError {
     UnknownGpuType { gpu_type: String, known: String },
     #[error("throughput table has no rate for {key} on {gpu_type} (job {job})")]
     MissingRate { key: String, gpu_type: String, job: u32 },
+    #[error(
+        "job {job}: {work} steps take {days:.0} days even on its fastest GPU type ({rate} steps/s), \
+         over the limit of {limit_days} days (core::limits::MAX_JOB_DURATION)"
+    )]
+    TooLong { job: u32, work: f64, rate: f64, days: f64, limit_days: u64 },
+}
+
+impl GavelRatesError {
+    /// The job the error is about, if it is about one.
+    pub fn job(&self) -> Option<u32> {
+        match *self {
+            GavelRatesError::NoJobType { job }
+            | GavelRatesError::UnknownJobType { job, .. }
+            | GavelRatesError::MissingRate { job, .. }
+            | GavelRatesError::TooLong { job, .. } => Some(job),
+            GavelRatesError::UnknownGpuType { .. } => None,
+        }
+    }
 }
 
 /// Rates from a throughput table for one workload on one cluster.
@@ -77,9 +96,12 @@ impl GavelRates {
     pub fn check_jobs<'a>(&self, jobs: impl IntoIterator<Item = &'a JobSpec>) -> Result<(), GavelRatesError> {
         for job in jobs {
             let key = self.key(job)?;
+            let mut fastest: f64 = 0.0;
             for (cluster_type, table_type) in self.table_type_of.iter().enumerate() {
                 let Some(t) = *table_type else { continue };
-                if self.table.consolidated(&key, t).is_none() {
+                if let Some(rate) = self.table.consolidated(&key, t) {
+                    fastest = fastest.max(rate);
+                } else {
                     let gpu_type =
                         self.table.gpu_types().get(t).cloned().unwrap_or_else(|| cluster_type.to_string());
                     return Err(GavelRatesError::MissingRate {
@@ -88,6 +110,16 @@ impl GavelRates {
                         job: job.id.0,
                     });
                 }
+            }
+            let limit_secs = MAX_JOB_DURATION.as_secs_f64();
+            if fastest > 0.0 && job.work / fastest > limit_secs {
+                return Err(GavelRatesError::TooLong {
+                    job: job.id.0,
+                    work: job.work,
+                    rate: fastest,
+                    days: job.work / fastest / 86_400.0,
+                    limit_days: MAX_JOB_DURATION.0 / 86_400_000_000,
+                });
             }
         }
         Ok(())

@@ -14,8 +14,8 @@ pub mod usage;
 pub mod world;
 
 pub use driver::{
-    simulate, JobRecord, Outcome, RunLog, SimConfig, SimError, SimProgress, SimResult, WatchPoint,
+    simulate, EarlyStop, JobRecord, Outcome, RunLog, SimConfig, SimError, SimProgress, SimResult, WatchPoint,
 };
-pub use metrics::{summarize, Distribution, Summary, TenantSummary};
+pub use metrics::{summarize, Distribution, Health, Summary, TenantSummary};
 pub use rates::{RateModel, ReferenceRate};
 pub use world::Overheads;

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use cotenant_core::MICROS_PER_SECOND;
 
-use crate::driver::{JobRecord, Outcome, SimResult};
+use crate::driver::{EarlyStop, JobRecord, Outcome, SimResult};
 
 /// Mean and nearest-rank percentiles of a set of values, in seconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -65,6 +65,11 @@ pub struct Summary {
     /// Jobs that left without finishing, by reason.
     pub ended: BTreeMap<String, usize>,
     pub unfinished: usize,
+    /// Jobs still waiting or running when the run stopped, by reason (with the
+    /// last wait verdict).
+    pub unfinished_reasons: BTreeMap<String, usize>,
+    /// Whether the run can be trusted, and if not, why.
+    pub health: Health,
     pub jct: Distribution,
     pub queueing: Distribution,
     pub makespan_secs: f64,
@@ -86,6 +91,26 @@ pub struct Summary {
 
 const GPU_US_PER_HOUR: f64 = 3600.0 * MICROS_PER_SECOND as f64;
 
+/// What a run says about its own trustworthiness.
+///
+/// `warnings` make a run unhealthy (`--strict` exits non-zero on them): the run
+/// stopped at a limit (step limit: a livelock; time limit), jobs were left
+/// unfinished, or a metric fell outside its range (a bug, never expected).
+/// `notes` are stated facts a reader must see beside the numbers but that do not
+/// make a result wrong: jobs a policy or limit ended by design, widened windows,
+/// a horizon.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Health {
+    pub warnings: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl Health {
+    pub fn healthy(&self) -> bool {
+        self.warnings.is_empty()
+    }
+}
+
 /// Summarizes a run.
 pub fn summarize(result: &SimResult) -> Summary {
     let jobs = &result.jobs;
@@ -96,7 +121,13 @@ pub fn summarize(result: &SimResult) -> Summary {
             *ended.entry(reason.to_string()).or_insert(0) += 1;
         }
     }
-    let unfinished = jobs.iter().filter(|j| matches!(j.outcome, Outcome::Unfinished(_))).count();
+    let mut unfinished_reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for job in jobs {
+        if let Outcome::Unfinished(why) = &job.outcome {
+            *unfinished_reasons.entry(why.clone()).or_insert(0) += 1;
+        }
+    }
+    let unfinished = unfinished_reasons.values().sum();
     let first_arrival = jobs.iter().map(|j| j.arrival).min();
     let last_end = completed.iter().filter_map(|j| j.end).max();
     let makespan_secs = match (first_arrival, last_end) {
@@ -106,15 +137,17 @@ pub fn summarize(result: &SimResult) -> Summary {
     let held: u128 = jobs.iter().map(|j| u128::from(j.held_gpu_us)).sum();
     let lost: u128 = jobs.iter().map(|j| u128::from(j.lost_gpu_us)).sum();
     // Capacity over the makespan (first arrival to last completion).
-    let available = result.usage.available_at_last_completion_gpu_us.max(1) as f64;
+    let available = result.usage.measured_capacity_gpu_us.max(1) as f64;
     let (jain, windows_measured) = jain_over_windows(result);
-    Summary {
+    let mut summary = Summary {
         policy: result.policy.clone(),
         cluster_gpus: result.cluster_gpus,
         jobs: jobs.len(),
         completed: completed.len(),
         ended,
         unfinished,
+        unfinished_reasons,
+        health: Health::default(),
         jct: Distribution::from_micros(completed.iter().filter_map(|j| j.jct()).map(|s| s.0).collect()),
         queueing: Distribution::from_micros(jobs.iter().filter_map(|j| j.queueing()).map(|s| s.0).collect()),
         makespan_secs,
@@ -128,7 +161,71 @@ pub fn summarize(result: &SimResult) -> Summary {
         tenants: tenant_summaries(result, held),
         events: result.events,
         scheduling_passes: result.engine.scheduling_passes,
+    };
+    summary.health = health(result, &summary);
+    summary
+}
+
+/// The run's warnings and notes (see [`Health`]).
+pub fn health(result: &SimResult, s: &Summary) -> Health {
+    let mut health = Health::default();
+    match result.early_stop {
+        Some(EarlyStop::Horizon { .. }) => health.notes.push(format!("{}", result.early_stop.expect("set"))),
+        Some(stop) => health.warnings.push(stop.to_string()),
+        None => {}
     }
+    if s.unfinished > 0 {
+        let mut text = format!("{} of {} jobs did not finish:", s.unfinished, s.jobs);
+        for (why, count) in &s.unfinished_reasons {
+            text.push_str(&format!("\n  {count} {why}"));
+        }
+        match result.early_stop {
+            Some(EarlyStop::Horizon { .. }) => health.notes.push(text),
+            _ => health.warnings.push(text),
+        }
+    }
+    for (reason, count) in &s.ended {
+        health.notes.push(format!("{count} of {} jobs ended without completing: {reason}", s.jobs));
+    }
+    if result.usage.window_widened() {
+        health.notes.push(format!(
+            "share windows widened to {} s to keep at most {} of them (core::limits::MAX_SHARE_WINDOWS)",
+            result.usage.window().0 / MICROS_PER_SECOND,
+            cotenant_core::limits::MAX_SHARE_WINDOWS
+        ));
+    }
+    let fractions = [
+        ("GPU utilization", s.gpu_utilization),
+        ("goodput utilization", s.goodput_utilization),
+        ("idle-wait", s.idle_while_waiting),
+    ];
+    for (name, value) in fractions {
+        if !(0.0..=1.0 + 1e-9).contains(&value) {
+            health
+                .warnings
+                .push(format!("{name} is {:.1}%, outside [0, 100%]: a bug, please report it", value * 100.0));
+        }
+    }
+    if s.goodput_utilization > s.gpu_utilization + 1e-9 {
+        health.warnings.push("goodput utilization exceeds utilization: a bug, please report it".into());
+    }
+    if let Some(jain) = s.jain_backlogged.filter(|j| !(0.0..=1.0 + 1e-9).contains(j)) {
+        health.warnings.push(format!("Jain's index is {jain}, outside [0, 1]: a bug, please report it"));
+    }
+    let distributions = [("JCT", &s.jct), ("queueing", &s.queueing)];
+    for (name, d) in distributions {
+        let values = [d.mean, d.p50, d.p90, d.p99, d.max];
+        if values.iter().any(|v| !v.is_finite() || *v < 0.0)
+            || d.p50 > d.p90
+            || d.p90 > d.p99
+            || d.p99 > d.max
+        {
+            health
+                .warnings
+                .push(format!("{name} distribution is inconsistent ({d:?}): a bug, please report it"));
+        }
+    }
+    health
 }
 
 fn tenant_summaries(result: &SimResult, total_held: u128) -> Vec<TenantSummary> {

@@ -1,5 +1,6 @@
 //! Time integrals of who holds GPUs and who waits, overall and per window.
 
+use cotenant_core::limits::MAX_SHARE_WINDOWS;
 use cotenant_core::{Span, Time};
 
 /// GPU-time one tenant received in one window, and whether it had jobs waiting.
@@ -10,9 +11,18 @@ pub struct WindowUsage {
 }
 
 /// Integrates piecewise-constant usage between simulator steps.
+///
+/// Windows are kept for the span the run has reached, at most
+/// [`MAX_SHARE_WINDOWS`] of them: a run that outgrows them doubles the window
+/// length and merges neighbours (window `k` of length `2w` is windows `2k` and
+/// `2k + 1` of length `w`, all aligned at the origin), so memory stays bounded
+/// whatever the run's length and the result equals a run made with the wider
+/// window from the start.
 #[derive(Clone, Debug)]
 pub struct UsageTracker {
     window: Span,
+    /// The window asked for (`window` may have been widened since).
+    requested_window: Span,
     origin: Time,
     last: Time,
     /// State since `last`: each tenant's GPUs in half-GPU units (a job alone on
@@ -26,7 +36,7 @@ pub struct UsageTracker {
     pub busy_gpu_us: u128,
     pub available_gpu_us: u128,
     /// `available_gpu_us` as of the latest job completion: the makespan's capacity.
-    pub available_at_last_completion_gpu_us: u128,
+    pub measured_capacity_gpu_us: u128,
     pub tenant_gpu_us: Vec<u128>,
     /// GPU-time free while some job waited: capacity that the waiting jobs could
     /// not use (fragmentation, head-of-line blocking, tenant limits, rounds).
@@ -36,8 +46,10 @@ pub struct UsageTracker {
 
 impl UsageTracker {
     pub fn new(tenants: usize, up_gpus: u32, window: Span) -> UsageTracker {
+        let window = if window == Span::ZERO { Span::from_secs(3600) } else { window };
         UsageTracker {
-            window: if window == Span::ZERO { Span::from_secs(3600) } else { window },
+            window,
+            requested_window: window,
             origin: Time::ZERO,
             last: Time::ZERO,
             tenant_half_gpus: vec![0; tenants],
@@ -47,7 +59,7 @@ impl UsageTracker {
             busy_gpu_us: 0,
             idle_while_waiting_gpu_us: 0,
             available_gpu_us: 0,
-            available_at_last_completion_gpu_us: 0,
+            measured_capacity_gpu_us: 0,
             tenant_gpu_us: vec![0; tenants],
             windows: Vec::new(),
         }
@@ -59,16 +71,54 @@ impl UsageTracker {
         self.last = origin;
     }
 
+    /// The window length in force: the one asked for, or wider if the run
+    /// outgrew [`MAX_SHARE_WINDOWS`] windows of it.
+    pub fn window(&self) -> Span {
+        self.window
+    }
+
+    /// Whether the window had to be widened (a note for the run's report).
+    pub fn window_widened(&self) -> bool {
+        self.window != self.requested_window
+    }
+
     /// Accounts the state held since the last call up to `now`.
     pub fn advance(&mut self, now: Time) {
         while self.last < now {
-            let index = ((self.last - self.origin).0 / self.window.0) as usize;
-            let window_end = self.origin + Span((index as u64 + 1) * self.window.0);
+            let mut index = (self.last - self.origin).0 / self.window.0;
+            while index >= MAX_SHARE_WINDOWS {
+                self.widen();
+                index = (self.last - self.origin).0 / self.window.0;
+            }
+            // Saturating: the last window of a run that reaches Time::MAX ends there.
+            let window_end = self.origin + Span((index + 1).saturating_mul(self.window.0));
             let until = now.min(window_end);
             let span = (until - self.last).0;
-            self.account(index, span);
+            self.account(index as usize, span);
             self.last = until;
         }
+    }
+
+    /// Doubles the window length, merging windows pairwise.
+    fn widen(&mut self) {
+        self.window = Span(self.window.0.saturating_mul(2));
+        let merged = self
+            .windows
+            .chunks(2)
+            .map(|pair| {
+                let mut window = pair[0].clone();
+                if let Some(second) = pair.get(1) {
+                    for (total, more) in window.gpu_us.iter_mut().zip(&second.gpu_us) {
+                        *total = total.saturating_add(*more);
+                    }
+                    for (any, more) in window.backlogged.iter_mut().zip(&second.backlogged) {
+                        *any |= more;
+                    }
+                }
+                window
+            })
+            .collect();
+        self.windows = merged;
     }
 
     fn account(&mut self, index: usize, span_us: u64) {
@@ -81,8 +131,9 @@ impl UsageTracker {
         }
         let window = &mut self.windows[index];
         for t in 0..tenants {
-            let gpu_us = u64::from(self.tenant_half_gpus[t]) * span_us / 2;
-            window.gpu_us[t] += gpu_us;
+            let gpu_us_wide = u128::from(self.tenant_half_gpus[t]) * u128::from(span_us) / 2;
+            let gpu_us = u64::try_from(gpu_us_wide).unwrap_or(u64::MAX);
+            window.gpu_us[t] = window.gpu_us[t].saturating_add(gpu_us);
             self.tenant_gpu_us[t] += u128::from(gpu_us);
             self.busy_gpu_us += u128::from(gpu_us);
             if self.tenant_waiting[t] > 0 && span_us > 0 {
@@ -118,5 +169,33 @@ mod tests {
         assert_eq!(usage.idle_while_waiting_gpu_us, 15_000_000);
         usage.advance(Time::from_secs(25));
         assert_eq!(usage.idle_while_waiting_gpu_us, 20_000_000);
+    }
+
+    #[test]
+    fn a_run_longer_than_the_window_limit_widens_windows_and_stays_bounded() {
+        let mut narrow = UsageTracker::new(1, 4, Span::from_secs(1));
+        narrow.tenant_half_gpus = vec![2];
+        narrow.tenant_waiting = vec![1];
+        // 3 x the limit in 1 s windows: widened twice (to 4 s), never over the limit.
+        narrow.advance(Time::from_secs(3 * MAX_SHARE_WINDOWS));
+        assert_eq!(narrow.window(), Span::from_secs(4));
+        assert!(narrow.window_widened());
+        assert!(narrow.windows.len() as u64 <= MAX_SHARE_WINDOWS);
+        // The same as a run made with 4 s windows from the start.
+        let mut wide = UsageTracker::new(1, 4, Span::from_secs(4));
+        wide.tenant_half_gpus = vec![2];
+        wide.tenant_waiting = vec![1];
+        wide.advance(Time::from_secs(3 * MAX_SHARE_WINDOWS));
+        assert_eq!(narrow.windows, wide.windows);
+        assert_eq!(narrow.busy_gpu_us, wide.busy_gpu_us);
+    }
+
+    #[test]
+    fn advancing_to_the_end_of_time_terminates() {
+        let mut usage = UsageTracker::new(2, 8, Span::from_secs(1));
+        usage.tenant_half_gpus = vec![16, 0];
+        usage.advance(Time::MAX);
+        assert!(usage.windows.len() as u64 <= MAX_SHARE_WINDOWS);
+        assert_eq!(usage.busy_gpu_us, u128::from(u64::MAX) * 8);
     }
 }

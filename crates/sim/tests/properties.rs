@@ -179,6 +179,40 @@ proptest! {
         prop_assert_eq!(window_sum, held_total);
     }
 
+    /// Utilization, goodput, idle-wait and Jain stay in their ranges for every
+    /// policy, with restore overhead and checkpoint loss, also when a run is cut
+    /// short (a step limit or a horizon) with jobs unfinished; and a run is
+    /// unhealthy exactly when it left jobs unfinished at a limit.
+    #[test]
+    fn metrics_stay_in_range_and_health_tells_the_truth(
+        case in case(),
+        max_steps in prop::option::of(1u64..120),
+        horizon in prop::option::of(0u64..400),
+    ) {
+        let policy = build(case.policy, &PolicyParams::default()).unwrap();
+        let config = SimConfig {
+            seed: case.seed,
+            overheads: case.overheads,
+            max_steps,
+            horizon: horizon.map(Time::from_secs),
+            share_window: Span::from_secs(7),
+            ..SimConfig::default()
+        };
+        let cluster = ClusterSpec::homogeneous("v100", case.nodes, case.gpus_per_node);
+        let result =
+            simulate(&case.jobs, &tenants(&case), cluster, policy, &ReferenceRate, &config, &mut |_| {}).unwrap();
+        let s = summarize(&result);
+        prop_assert!((0.0..=1.0 + 1e-9).contains(&s.gpu_utilization), "util {}", s.gpu_utilization);
+        prop_assert!(s.goodput_utilization >= 0.0 && s.goodput_utilization <= s.gpu_utilization + 1e-9);
+        prop_assert!((0.0..=1.0 + 1e-9).contains(&s.idle_while_waiting), "idle-wait {}", s.idle_while_waiting);
+        prop_assert!(s.jain_backlogged.is_none_or(|j| (0.0..=1.0 + 1e-9).contains(&j)));
+        prop_assert!(s.health.warnings.iter().all(|w| !w.contains("a bug")), "{:?}", s.health.warnings);
+        prop_assert_eq!(s.completed + s.ended.values().sum::<usize>() + s.unfinished, s.jobs);
+        let cut_by_limit = matches!(result.early_stop, Some(cotenant_sim::EarlyStop::StepLimit { .. }));
+        let unhealthy_expected = cut_by_limit || (s.unfinished > 0 && result.early_stop.is_none());
+        prop_assert_eq!(!s.health.healthy(), unhealthy_expected, "{:?} {:?}", result.early_stop, s.health);
+    }
+
     #[test]
     fn replaying_the_input_log_reproduces_the_commands(case in case()) {
         let result = run(&case);

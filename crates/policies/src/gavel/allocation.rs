@@ -247,8 +247,13 @@ impl Allocator {
                 // over from building the candidate list: the last type with
                 // free workers. The draw only decides which type leaves the
                 // list when the assigned one fills up.
+                // Where the job can never fit on that type (fewer GPUs than it
+                // needs in all), Gavel leaves it assigned there, waiting forever;
+                // we take the drawn type instead, as Gavel's code intends.
                 let pick = self.fifo_rng.below(fitting.len() as u32) as usize;
-                (*types.last().unwrap_or(&0), pick)
+                let last = *types.last().unwrap_or(&0);
+                let quirk_fits = i64::from(capacity[last]) >= sf;
+                (if quirk_fits { last } else { types[fitting[pick]] }, pick)
             };
             self.fifo_assigned.insert(id, chosen);
             available[chosen] -= sf;

@@ -151,6 +151,8 @@ struct RoundEntry {
     gpu_type: usize,
     gpus: Vec<GpuId>,
     finish_s: f64,
+    /// Work each job of the combination has done once it ran its steps this round.
+    targets: Vec<(JobId, f64)>,
 }
 
 #[derive(Clone, Debug)]
@@ -367,6 +369,40 @@ impl Gavel {
             self.deficits_s.insert(Combo::Single(id), vec![0.0; n]);
             self.need_update = true;
         }
+    }
+
+    /// A round ends when its jobs have run their steps (Gavel's rule). The plan
+    /// assumed each job runs from the round's start; a job that restarts pays
+    /// the world's restore time first (the engine sees it in the job's progress
+    /// report), so at the planned end it may not be done yet: the round then
+    /// lasts until it is. Without this, with a restore time, rounds planned for
+    /// jobs with few steps left end before any restore is over, every job is
+    /// preempted again, and no job ever progresses (a livelock).
+    fn extend_round(&mut self, view: &ClusterView<'_>) {
+        let Some(round) = &mut self.round else { return };
+        if view.now < round.end {
+            return;
+        }
+        let mut end = round.end;
+        for entry in &mut round.entries {
+            for &(id, target) in &entry.targets {
+                if !self.jobs.contains_key(&id) || !view.running.contains(&id) {
+                    continue;
+                }
+                let progress = view.job(id).progress;
+                let short = target - view.job(id).work_done(view.now);
+                if progress.rate <= 0.0 || !progress.rate.is_finite() || short <= 1e-9 * target.max(1.0) {
+                    continue;
+                }
+                let reach_s = progress.at.as_secs_f64() + (target - progress.done) / progress.rate;
+                let reach = Time(((reach_s * MICROS_PER_SECOND as f64).ceil()) as u64) + ROUND_SLACK;
+                if reach > view.now {
+                    entry.finish_s = entry.finish_s.max(reach_s);
+                    end = end.max(reach);
+                }
+            }
+        }
+        round.end = end;
     }
 
     /// Closes the round: charges each combination the time it ran to its GPU type.
@@ -720,17 +756,20 @@ impl Gavel {
         let mut end_s = now_s;
         for Placed { combo, gpu_type, gpus } in placed {
             let mut finish_s = now_s;
+            let mut targets = Vec::with_capacity(2);
             for (id, rate) in combo.jobs().into_iter().zip(self.combo_rates(combo, gpu_type)) {
                 let state = view.job(id);
-                let left = (state.spec.work - state.work_done(now)).max(0.0);
+                let done = state.work_done(now);
+                let left = (state.spec.work - done).max(0.0);
                 let steps = (rate * round_s).floor().min(left);
                 finish_s = finish_s.max(now_s + steps / rate);
+                targets.push((id, done + steps));
             }
             end_s = end_s.max(finish_s);
             if matches!(combo, Combo::Pair(..)) {
                 self.stats.pairs_run += 1;
             }
-            entries.push(RoundEntry { combo, gpu_type, gpus, finish_s });
+            entries.push(RoundEntry { combo, gpu_type, gpus, finish_s, targets });
         }
         let mut has_verdict: BTreeSet<JobId> = entries.iter().flat_map(|e| e.combo.jobs()).collect();
         has_verdict.extend(decision.waiting.iter().map(|(id, _)| *id));
@@ -787,6 +826,7 @@ impl Policy for Gavel {
                 JobChange::Started(_) | JobChange::Stopped(_) => {}
             }
         }
+        self.extend_round(view);
         if let Some(round) = &self.round {
             if view.now < round.end {
                 let mut decision = Decision::default();
