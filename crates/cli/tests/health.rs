@@ -197,6 +197,7 @@ fn flags_out_of_range_are_refused_naming_the_limit() {
         ("--threads", "20000", "--threads 20000: must be between 1 and 1024"),
         ("--threads", "0", "--threads 0: must be between 1 and 1024"),
         ("--restore-overhead", "1000d", "--restore-overhead 1000d: must be between 0s and 366d"),
+        ("--set", "las.quantum=1us", "must be between 1 ms and 3653 days"),
     ] {
         let out = cotenant(&["sim", "--max-jobs", "10", flag, value]);
         assert_eq!(out.status.code(), Some(1), "{flag} {value}");

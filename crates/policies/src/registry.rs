@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use cotenant_core::limits;
 use cotenant_core::placement::Placement;
 use cotenant_core::{Policy, Span};
 use cotenant_perf::throughput::ThroughputTable;
@@ -59,7 +60,21 @@ impl<'a> Options<'a> {
         self.used.push(key);
         match self.all.get(key) {
             None => Ok(default),
-            Some(value) => Span::parse(value).map_err(|problem| self.bad(key, value, problem)),
+            Some(value) => {
+                let span = Span::parse(value).map_err(|problem| self.bad(key, value, problem))?;
+                // Periods drive timers: bounded so that neither a 1 µs quantum nor a
+                // century-long one can stall a run (core::limits).
+                let (min, max) = (limits::MIN_ROUND, limits::MAX_ARRIVAL_SPAN);
+                if span < min || span > max {
+                    let problem = format!(
+                        "must be between {} ms and {} days (core::limits::MIN_ROUND, MAX_ARRIVAL_SPAN)",
+                        min.0 / 1_000,
+                        max.0 / 86_400_000_000
+                    );
+                    return Err(self.bad(key, value, problem));
+                }
+                Ok(span)
+            }
         }
     }
 
@@ -78,6 +93,13 @@ impl<'a> Options<'a> {
         let mut out = Vec::new();
         for part in value.split(':') {
             let span = Span::parse(part).map_err(|problem| self.bad(key, value, problem))?;
+            if span > limits::MAX_ARRIVAL_SPAN {
+                return Err(self.bad(
+                    key,
+                    value,
+                    "a threshold is over 10 years (core::limits::MAX_ARRIVAL_SPAN)".into(),
+                ));
+            }
             out.push(span.0 / cotenant_core::MICROS_PER_SECOND);
         }
         if out.windows(2).any(|w| w[0] >= w[1]) {
