@@ -892,6 +892,27 @@ mod tests {
             .collect()
     }
 
+    /// A job that restarts pays the world's restore time (here 30 s, reported the
+    /// way the simulator reports it: progress `-rate * 30` at its start). The round
+    /// planned for its 3,600 steps at 10 steps/s would end at 360 s; then it has
+    /// done 3,300, so the round lasts until 390 s instead of ending and handing its
+    /// GPU to the third job (which, with restores on every switch, livelocked).
+    #[test]
+    fn a_round_lasts_until_a_restoring_job_has_run_its_steps() {
+        let mut e = engine(Objective::MaxMinFairness { perf: true });
+        let batch = Input::Batch((0..3).map(|i| Input::JobSubmitted(job(i, 0, 100_000.0))).collect());
+        let first = e.step(Time::ZERO, batch);
+        let on_v100 = starts(&first).iter().find(|(_, gpu)| *gpu == 0).map(|(job, _)| JobId(*job)).unwrap();
+        e.step(Time::ZERO, Input::Progress { job: on_v100, work_done: -300.0, rate: 10.0 });
+        let planned = e.next_wakeup().expect("round end");
+        assert_eq!(planned, Time::from_secs(360) + ROUND_SLACK);
+        let at_planned_end = e.step(planned, Input::Wakeup);
+        assert!(at_planned_end.is_empty(), "the round must go on: {at_planned_end:?}");
+        assert_eq!(e.next_wakeup(), Some(Time::from_secs(390) + ROUND_SLACK));
+        let at_real_end = e.step(Time::from_secs(390) + ROUND_SLACK, Input::Wakeup);
+        assert!(!at_real_end.is_empty(), "the next round switches jobs");
+    }
+
     #[test]
     fn rounds_place_jobs_by_allocation_and_extend_leases() {
         let mut e = engine(Objective::MaxMinFairness { perf: true });
