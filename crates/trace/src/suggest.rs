@@ -32,19 +32,22 @@ const MAX_COMPARED_CHARS: usize = 128;
 
 /// The candidate closest to `given`, if close enough to be a likely typo: at
 /// most a third of the longer name's characters differ (at least one), or one
-/// contains the other (`6214e9` for `vc-6214e9`). Ties go to the first candidate.
+/// contains the other and the shorter has at least 4 characters (`6214e9` for
+/// `vc-6214e9`). Ties go to the longer common prefix, then the first candidate.
 pub fn did_you_mean<'a>(given: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     if given.is_empty() || given.len() > MAX_COMPARED_CHARS {
         return None;
     }
     let lower = given.to_lowercase();
-    let mut best: Option<(usize, &str)> = None;
+    let mut best: Option<((usize, std::cmp::Reverse<usize>), &str)> = None;
     for candidate in candidates {
         if candidate.is_empty() || candidate.len() > MAX_COMPARED_CHARS || candidate == given {
             continue;
         }
         let other = candidate.to_lowercase();
-        let distance = if lower.contains(&other) || other.contains(&lower) {
+        let contained =
+            lower.len().min(other.len()) >= 4 && (lower.contains(&other) || other.contains(&lower));
+        let distance = if contained {
             1
         } else {
             let limit = (given.chars().count().max(candidate.chars().count()) / 3).max(1);
@@ -54,8 +57,10 @@ pub fn did_you_mean<'a>(given: &str, candidates: impl IntoIterator<Item = &'a st
             }
             d
         };
-        if best.is_none_or(|(b, _)| distance < b) {
-            best = Some((distance, candidate));
+        let prefix = lower.chars().zip(other.chars()).take_while(|(a, b)| a == b).count();
+        let score = (distance, std::cmp::Reverse(prefix));
+        if best.is_none_or(|(b, _)| score < b) {
+            best = Some((score, candidate));
         }
     }
     best.map(|(_, name)| name)
