@@ -60,3 +60,15 @@ pub const MAX_UNIX_SECONDS: i64 = 4_102_444_800;
 
 /// Most accounts in one fair-share account tree.
 pub const MAX_ACCOUNTS: usize = 1_000_000;
+
+/// Most requests one serving workload may hold, read or generated (`serve-sim`,
+/// `plan serve`; a synthetic tenant's expected count is checked before generating).
+pub const MAX_SERVE_REQUESTS: u64 = 10_000_000;
+
+/// Most replicas of one serving deployment (`--replicas`, `--max-replicas`).
+pub const MAX_SERVE_REPLICAS: u32 = 4096;
+
+/// Largest factor a serving workload's arrival rate may be scaled by (`--rate-scale`,
+/// `plan serve --rate`); the smallest is bounded by [`MAX_REQUEST_SPAN`] and
+/// [`MAX_SHARE_WINDOWS`] for the scaled arrival span.
+pub const MAX_RATE_SCALE: f64 = 1e6;
