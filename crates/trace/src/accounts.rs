@@ -434,10 +434,11 @@ fn warn_unrunnable_jobs(
                 let widest = t.job_gpus.iter().max().copied().unwrap_or(0);
                 warnings.push(ConfigWarning {
                     message: format!(
-                        "tenant {}: gpu_limit = {limit}, but {blocked} of its {} jobs ask for more (widest: {widest} GPUs); \
-                         they can never run",
+                        "tenant {}: gpu_limit = {limit}, but {blocked} of its {} jobs ask for more (the widest: {widest} \
+                         GPU{}); they can never run",
                         t.name,
-                        t.job_gpus.len()
+                        t.job_gpus.len(),
+                        if widest == 1 { "" } else { "s" }
                     ),
                 });
             }
