@@ -6,14 +6,14 @@
 //! name = "A"
 //! shares = 40            # relative to siblings (default 1)
 //! [[account]]
-//! name = "vc-6214e9"
+//! name = "6214e9"        # a tenant (Philly: a VC id as in the trace, no "vc-" prefix)
 //! parent = "A"           # omitted: directly under the root
 //!
 //! [[queue]]              # one per tenant with a quota
-//! tenant = "vc-6214e9"
+//! tenant = "6214e9"
 //! cohort = "research"    # tenants of a cohort lend each other idle GPUs (default "default")
 //! weight = 2.0           # share of borrowing among the cohort (default 1)
-//! nominal = { v100 = 8, k80 = 16 }        # guaranteed GPUs per GPU type
+//! nominal = { v100 = 8, k80 = 16 }        # guaranteed GPUs per GPU type of --cluster
 //! borrowing_limit = { v100 = 4 }          # most GPUs borrowed beyond nominal; absent: no limit
 //! ```
 //!
