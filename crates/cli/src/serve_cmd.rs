@@ -13,7 +13,7 @@ use cotenant_core::Span;
 use cotenant_perf::{find_gpu, GpuSpec, ModelShape, Roofline, RooflineParams, GPU_CATALOG};
 use cotenant_serve::attribution::AttributionEval;
 use cotenant_serve::metrics::Percentiles;
-use cotenant_serve::plan::{goodput_search, plan_serve, GOODPUT_ATTAINMENT};
+use cotenant_serve::plan::{goodput_search, plan_serve, with_windows_for, GOODPUT_ATTAINMENT};
 use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
 use cotenant_serve::synthetic::{expected_requests_bound, generate, SyntheticTenant};
 use cotenant_serve::{
@@ -261,7 +261,8 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
             let found = goodput_search(&workload, &config, GOODPUT_ATTAINMENT, 1.0)?;
             let search_wall_s = search_started.elapsed().as_secs_f64();
             let at_goodput = workload.with_rate_scale(found.rate_scale.max(f64::MIN_POSITIVE));
-            let at_summary = summarize(&at_goodput, &simulate(&at_goodput, &config)?, config.slo);
+            let at_config = with_windows_for(&config, &at_goodput);
+            let at_summary = summarize(&at_goodput, &simulate(&at_goodput, &at_config)?, config.slo);
             report["goodput"] = json!({
                 "rate_scale": found.rate_scale,
                 "requests_per_s": found.requests_per_s,
@@ -270,6 +271,8 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
                 "total_tokens_per_s": at_summary.total_tokens_per_s,
                 "tbt_p99_ms": at_summary.tbt_ms.p99,
                 "simulations": found.probes.len(),
+                "capped": found.capped,
+                "arrival_span_s": arrival_span_s(&at_goodput),
                 "search_wall_s": search_wall_s,
                 "probes": found.probes,
             });
@@ -731,6 +734,19 @@ fn print_report(workload: &Workload, config: &ServeConfig, s: &Summary, report: 
             field("tbt_p99_ms"),
             field("simulations")
         );
+        if goodput.get("capped").and_then(Value::as_bool) == Some(true) {
+            println!(
+                "  warning: every probe met the target up to the search's last doubling: the goodput is at least \
+                 this, not measured"
+            );
+        }
+        let span_s = field("arrival_span_s");
+        if span_s < MIN_PLAN_ARRIVAL_SPAN_S {
+            println!(
+                "  warning: at this rate scale the requests arrive within {span_s:.3} s, a burst rather than a \
+                 sustained rate (under {MIN_PLAN_ARRIVAL_SPAN_S:.0} s): use a longer or denser workload"
+            );
+        }
     }
     if windows {
         if let Some(Value::Array(rows)) = report.get("windows") {
@@ -798,10 +814,7 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
         workload = workload.with_rate_scale(rate / current);
     }
     let kind = parse_schedulers(&args.scheduler)?.first().copied().context("--scheduler: none given")?;
-    let mut base = base_config(&args.deployment, &workload, kind, 256.0)?;
-    // Plans read no service windows: keep their count within the limit for long traces.
-    let window_us = (workload.arrival_span().0 / MAX_SHARE_WINDOWS).max(base.service_window.0);
-    base.service_window = Span(window_us);
+    let base = base_config(&args.deployment, &workload, kind, 256.0)?;
     let gpus = args.gpus.split(',').map(|g| resolve_gpu(g.trim())).collect::<Result<Vec<_>>>()?;
     let tps = args
         .tp_options

@@ -141,6 +141,17 @@ fn plan_serve_rejects_rates_and_targets_it_cannot_plan() {
     fails_with(&args, &["--tp-options 3:"]);
 }
 
+#[test]
+fn serve_sim_goodput_says_when_it_is_only_a_bound() {
+    // 120 requests over 60 s: every doubling meets the SLO and the last squeezes them into a burst.
+    let args = serve_sim(&["--goodput"]);
+    let out = cotenant(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("warning: every probe met the target up to the search's last doubling"), "{text}");
+    assert!(text.contains("a burst rather than a sustained rate"), "{text}");
+}
+
 /// The help column of each option in `--help` output: text other than defaults.
 fn options_without_help(help: &str) -> Vec<String> {
     let lines: Vec<&str> = help.lines().collect();
