@@ -8,17 +8,25 @@
 # 8 K80; 360 s rounds, seed 0, no checkpoint loss or restore time (as Gavel's simulator).
 # Gavel's own packed policies crash with current numerical libraries, so there is no
 # reference number. Usage: scripts/gavel-packed.sh (about two minutes on two cores).
-set -euo pipefail
+set -Eeuo pipefail
+# Fail loudly: name the line and command that failed (also inside $(...) and functions).
+trap 'status=$?; echo "error: ${BASH_SOURCE[0]} line $LINENO: \`$BASH_COMMAND\` failed (exit $status)" >&2' ERR
 cd "$(dirname "$0")/.."
 cargo build --release -q -p cotenant-cli
 cargo build --release -q -p cotenant-policies --example gavel_bench
-BIN=target/release/cotenant
+# Honour CARGO_TARGET_DIR (relative paths are relative to the repository root, as for cargo).
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+BIN=$TARGET_DIR/release/cotenant
+if [[ ! -x $BIN ]]; then
+  echo "error: $BIN missing after cargo build (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-unset})" >&2
+  exit 1
+fi
 DATA=data/gavel
 OUT=docs/experiments/gavel-packed.md
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 SYNTHETIC="$TMP/gavel-200.trace"
-target/release/examples/gavel_bench --write-trace "$SYNTHETIC" --jobs 200 --rate 2 --seed 1 >/dev/null
+"$TARGET_DIR/release/examples/gavel_bench" --write-trace "$SYNTHETIC" --jobs 200 --rate 2 --seed 1 >/dev/null
 
 UNPACKED=max-min-fairness-perf,finish-time-fairness-perf,min-total-duration-perf,fifo-perf
 PACKED=max-min-fairness-packed,finish-time-fairness-packed,min-total-duration-packed,fifo-packed

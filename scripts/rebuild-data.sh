@@ -6,7 +6,9 @@
 #
 #   scripts/rebuild-data.sh            # reads ${COTENANT_TRACES:-../shared/traces}
 #   COTENANT_TRACES=/path/to/traces scripts/rebuild-data.sh
-set -euo pipefail
+set -Eeuo pipefail
+# Fail loudly: name the line and command that failed (also inside $(...) and functions).
+trap 'status=$?; echo "error: ${BASH_SOURCE[0]} line $LINENO: \`$BASH_COMMAND\` failed (exit $status)" >&2' ERR
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 src=${COTENANT_TRACES:-$repo/../shared/traces}

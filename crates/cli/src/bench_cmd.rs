@@ -112,13 +112,17 @@ fn decision_latency(run: &RunArgs) -> Result<()> {
         cluster_rule: String::new(),
         notes: Vec::new(),
     };
-    for policy in build_policies(run, &prepared)? {
+    let policies = build_policies(run, &prepared)?;
+    let progress = latency_progress(policies.len());
+    for (index, policy) in policies.into_iter().enumerate() {
         let name = policy.name();
+        progress.set_message(format!("decision latency: {name}, first pass"));
         let cluster = cotenant_core::Cluster::new(cluster_spec.clone())?;
         let mut engine = Engine::new(cluster, tenants.clone(), policy, run.seed);
         let started = Instant::now();
         engine.step(Time::ZERO, Input::Batch(jobs.iter().cloned().map(Input::JobSubmitted).collect()));
         let first_ms = started.elapsed().as_secs_f64() * 1e3;
+        progress.set_message(format!("decision latency: {name}"));
         let mut samples = Vec::with_capacity(LATENCY_SAMPLES);
         // Sample 0 is a warm-up (the allocator tidies up after the mass submission): not timed.
         for i in 0..=LATENCY_SAMPLES {
@@ -133,18 +137,37 @@ fn decision_latency(run: &RunArgs) -> Result<()> {
             if i > 0 {
                 samples.push(started.elapsed().as_secs_f64() * 1e6);
             }
+            progress.set_position((index * (LATENCY_SAMPLES + 1) + i + 1) as u64);
         }
+        progress.set_position(((index + 1) * (LATENCY_SAMPLES + 1)) as u64);
         samples.sort_by(f64::total_cmp);
         let at = |p: f64| samples[((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1];
         let mean = samples.iter().sum::<f64>() / samples.len() as f64;
-        println!(
-            "| {name} | {first_ms:.1} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
-            engine.pending().len(),
-            at(0.5),
-            at(0.99),
-            samples.last().copied().unwrap_or(0.0),
-            1e6 / mean
-        );
+        progress.suspend(|| {
+            println!(
+                "| {name} | {first_ms:.1} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
+                engine.pending().len(),
+                at(0.5),
+                at(0.99),
+                samples.last().copied().unwrap_or(0.0),
+                1e6 / mean
+            )
+        });
     }
+    progress.finish_and_clear();
     Ok(())
+}
+
+/// A progress bar on stderr over every policy's timed decisions (the first pass of
+/// a policy on the full cluster can take seconds); hidden when stderr is not a terminal.
+fn latency_progress(policies: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new((policies * (LATENCY_SAMPLES + 1)) as u64);
+    let style = indicatif::ProgressStyle::with_template(
+        "{msg} [{bar:30}] {pos}/{len} decisions, {elapsed} elapsed, ~{eta} left",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    bar.set_style(style);
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
 }

@@ -5,19 +5,104 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use cotenant_core::limits::{
+    MAX_OUTPUT_TOKENS, MAX_RATE_SCALE, MAX_REQUEST_SPAN, MAX_SERVE_REPLICAS, MAX_SERVE_REQUESTS,
+    MAX_SHARE_WINDOWS,
+};
 use cotenant_core::Span;
 use cotenant_perf::{find_gpu, GpuSpec, ModelShape, Roofline, RooflineParams, GPU_CATALOG};
 use cotenant_serve::attribution::AttributionEval;
 use cotenant_serve::metrics::Percentiles;
-use cotenant_serve::plan::{goodput_search, plan_serve, GOODPUT_ATTAINMENT};
+use cotenant_serve::plan::{goodput_search, plan_serve, with_windows_for, GOODPUT_ATTAINMENT};
 use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
-use cotenant_serve::synthetic::{generate, SyntheticTenant};
+use cotenant_serve::synthetic::{expected_requests_bound, generate, SyntheticTenant};
 use cotenant_serve::{
     simulate, summarize, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Summary, Workload,
 };
 use cotenant_trace::requests::{read_azure_csv, read_mooncake_jsonl, RequestTrace};
 use cotenant_trace::{bundled_data_dir, traces_dir, BUNDLED_AZURE_CODE, BUNDLED_AZURE_CONV};
 use serde_json::{json, Value};
+
+use flag::{float_in, integer_in, Bound::Closed, Bound::Open};
+
+/// Range-checked flag values. clap runs these parsers while it parses the command
+/// line, so a bad value is an error naming the flag, the value and the allowed
+/// range ("invalid value 'nan' for '--rate-scale <RATE_SCALE>': must be a finite
+/// number in (0, 1000000]"), and the command exits non-zero before doing anything.
+mod flag {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    #[derive(Clone, Copy, Debug)]
+    pub enum Bound {
+        Open(f64),
+        Closed(f64),
+    }
+
+    impl Bound {
+        /// As a lower bound: whether `value` is above it, and how a range opens.
+        fn below(self, value: f64) -> (bool, String) {
+            match self {
+                Bound::Open(low) => (value > low, format!("({low}")),
+                Bound::Closed(low) => (value >= low, format!("[{low}")),
+            }
+        }
+
+        /// As an upper bound: whether `value` is below it, and how a range closes.
+        fn above(self, value: f64) -> (bool, String) {
+            match self {
+                Bound::Open(high) => (value < high, format!("{high})")),
+                Bound::Closed(high) => (value <= high, format!("{high}]")),
+            }
+        }
+    }
+
+    /// A finite number between `low` and `high`.
+    pub fn float_in(low: Bound, high: Bound) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync {
+        move |text: &str| {
+            let value = text.trim().parse::<f64>().unwrap_or(f64::NAN);
+            let ((above_low, opening), (below_high, closing)) = (low.below(value), high.above(value));
+            if value.is_finite() && above_low && below_high {
+                Ok(value)
+            } else {
+                Err(format!("must be a finite number in {opening}, {closing}"))
+            }
+        }
+    }
+
+    /// An integer in `low..=high`.
+    pub fn integer_in<T>(low: T, high: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
+    where
+        T: FromStr + PartialOrd + Display + Copy + Send + Sync,
+    {
+        move |text: &str| match text.trim().parse::<T>() {
+            Ok(v) if v >= low && v <= high => Ok(v),
+            _ => Err(format!("must be an integer in [{low}, {high}]")),
+        }
+    }
+}
+
+/// Longest arrival span in seconds (core::limits::MAX_REQUEST_SPAN).
+const MAX_SPAN_S: f64 = MAX_REQUEST_SPAN.0 as f64 / 1e6;
+/// Most tensor-parallel GPUs per replica.
+const MAX_TENSOR_PARALLEL: u32 = 1024;
+/// Most sequences one replica batches.
+const MAX_BATCH_SEQS: u32 = 1 << 16;
+/// Largest per-iteration token budget.
+const MAX_TOKEN_BUDGET: u32 = 1 << 21;
+/// Largest KV capacity override per replica, in tokens.
+const MAX_KV_TOKENS: u64 = 1 << 40;
+/// Longest SLO objective: one day, in milliseconds.
+const MAX_SLO_MS: f64 = 86_400_000.0;
+/// Shortest service-difference window: one millisecond.
+const MIN_WINDOW_S: f64 = 0.001;
+/// Most permutations per sampled Shapley estimate.
+const MAX_SHAPLEY_PERMUTATIONS: u32 = 1 << 16;
+/// Largest target request rate for `plan serve`, req/s (the arrival span bounds it further).
+const MAX_PLAN_RATE: f64 = 1e12;
+/// Arrivals a plan needs at the target rate to measure a sustained load, seconds: a
+/// rate that squeezes the trace into less is beyond what replaying it can plan.
+const MIN_PLAN_ARRIVAL_SPAN_S: f64 = 60.0;
 
 /// Which requests to replay.
 #[derive(Debug, Clone, clap::Args)]
@@ -33,16 +118,18 @@ pub struct ServeWorkloadArgs {
     /// sigma=0.5,burst=ON/OFFxMULT,tier=premium|standard|batch,calls=1,think=5].
     #[arg(long = "tenant", value_name = "SPEC")]
     pub tenants: Vec<String>,
-    /// Seconds of synthetic arrivals.
-    #[arg(long, default_value_t = 600.0)]
+    /// Seconds of synthetic arrivals, in (0, 31622400] (366 days).
+    #[arg(long, default_value_t = 600.0, value_parser = float_in(Open(0.0), Closed(MAX_SPAN_S)))]
     pub duration_s: f64,
+    /// Seed of the synthetic generator (and of sampled Shapley permutations).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Keep only the first N requests.
-    #[arg(long, value_name = "N")]
+    /// Keep only the first N requests (N >= 1).
+    #[arg(long, value_name = "N", value_parser = integer_in(1, MAX_SERVE_REQUESTS as usize))]
     pub limit: Option<usize>,
-    /// Multiply the arrival rate (2 = arrivals twice as dense).
-    #[arg(long, default_value_t = 1.0)]
+    /// Multiply the arrival rate (2 = arrivals twice as dense), in (0, 1e6]; the scaled
+    /// arrivals must span at most 366 days.
+    #[arg(long, default_value_t = 1.0, value_parser = float_in(Open(0.0), Closed(MAX_RATE_SCALE)))]
     pub rate_scale: f64,
     /// Tenant weight override, repeatable: NAME=WEIGHT (e.g. conv=2).
     #[arg(long = "weight", value_name = "NAME=WEIGHT")]
@@ -59,34 +146,43 @@ pub struct DeploymentArgs {
     /// GPU type: A100-80G, A100-40G, H100-SXM, H200, L4, V100, P100, K80.
     #[arg(long, default_value = "H100-SXM")]
     pub gpu: String,
-    /// Tensor-parallel degree per replica.
-    #[arg(long, default_value_t = 1)]
+    /// Tensor-parallel degree per replica: must divide the model's attention heads and
+    /// divide (or be a multiple of) its KV heads (1, 2, 4 or 8 for Llama-3.1-8B).
+    #[arg(long, default_value_t = 1, value_parser = integer_in(1, MAX_TENSOR_PARALLEL))]
     pub tp: u32,
-    #[arg(long, default_value_t = 1)]
+    /// Replicas of the model, each on --tp GPUs (1 to 4096).
+    #[arg(long, default_value_t = 1, value_parser = integer_in(1, MAX_SERVE_REPLICAS))]
     pub replicas: u32,
     /// round-robin, least-outstanding, prefix-affinity.
     #[arg(long, default_value = "least-outstanding")]
     pub router: String,
-    /// Override the KV capacity per replica (tokens) instead of deriving it from memory.
-    #[arg(long, value_name = "TOKENS")]
+    /// Override the KV capacity per replica (tokens, >= 1) instead of deriving it from memory.
+    #[arg(long, value_name = "TOKENS", value_parser = integer_in(1, MAX_KV_TOKENS))]
     pub kv_capacity_tokens: Option<u64>,
-    #[arg(long, default_value_t = 0.9)]
+    /// Fraction of GPU memory for weights, activations and KV cache, in (0, 1] (vLLM's
+    /// gpu_memory_utilization).
+    #[arg(long, default_value_t = 0.9, value_parser = float_in(Open(0.0), Closed(1.0)))]
     pub memory_utilization: f64,
-    #[arg(long, default_value_t = 8192)]
+    /// Most tokens (prefill + decode) one iteration of a replica processes, >= 1.
+    #[arg(long, default_value_t = 8192, value_parser = integer_in(1, MAX_TOKEN_BUDGET))]
     pub token_budget: u32,
-    #[arg(long, default_value_t = 256)]
+    /// Most sequences one replica batches at once, >= 1.
+    #[arg(long, default_value_t = 256, value_parser = integer_in(1, MAX_BATCH_SEQS))]
     pub max_seqs: u32,
-    /// Roofline calibration: compute efficiency, memory efficiency, fixed cost per iteration.
-    #[arg(long, default_value_t = RooflineParams::default().compute_efficiency)]
+    /// Roofline calibration: fraction of peak compute reached, in (0, 1].
+    #[arg(long, default_value_t = RooflineParams::default().compute_efficiency, value_parser = float_in(Open(0.0), Closed(1.0)))]
     pub eta_compute: f64,
-    #[arg(long, default_value_t = RooflineParams::default().memory_efficiency)]
+    /// Roofline calibration: fraction of peak memory bandwidth reached, in (0, 1].
+    #[arg(long, default_value_t = RooflineParams::default().memory_efficiency, value_parser = float_in(Open(0.0), Closed(1.0)))]
     pub eta_memory: f64,
-    #[arg(long, default_value_t = RooflineParams::default().fixed_s * 1e3)]
+    /// Roofline calibration: fixed cost per iteration, milliseconds, in [0, 10000].
+    #[arg(long, default_value_t = RooflineParams::default().fixed_s * 1e3, value_parser = float_in(Closed(0.0), Closed(10_000.0)))]
     pub c0_ms: f64,
-    #[arg(long, default_value_t = 2000.0)]
+    /// TTFT objective (ms to the first token), in (0, 86400000].
+    #[arg(long, default_value_t = 2000.0, value_parser = float_in(Open(0.0), Closed(MAX_SLO_MS)))]
     pub slo_ttft_ms: f64,
-    /// TBT/TPOT objective (ms per output token).
-    #[arg(long, default_value_t = 100.0)]
+    /// TBT/TPOT objective (ms per output token), in (0, 86400000].
+    #[arg(long, default_value_t = 100.0, value_parser = float_in(Open(0.0), Closed(MAX_SLO_MS)))]
     pub slo_tbt_ms: f64,
 }
 
@@ -99,21 +195,23 @@ pub struct ServeSimArgs {
     /// Schedulers, comma-separated: fcfs (vllm), sarathi, vtc, fairserve, driftsched, lookahead; or all.
     #[arg(long, default_value = "fcfs")]
     pub scheduler: String,
-    /// DriftSched: prior output tokens for every category before any correction.
-    #[arg(long, default_value_t = 256.0)]
+    /// DriftSched: prior output tokens for every category before any correction, in [1, 1048576].
+    #[arg(long, default_value_t = 256.0, value_parser = float_in(Closed(1.0), Closed(MAX_OUTPUT_TOKENS as f64)))]
     pub drift_prior_tokens: f64,
-    /// Compare attribution with Shapley values on every Nth iteration.
-    #[arg(long, value_name = "N")]
+    /// Compare attribution with Shapley values on every Nth iteration (N >= 1).
+    #[arg(long, value_name = "N", value_parser = integer_in(1, u64::MAX))]
     pub attribution_eval: Option<u64>,
     /// Give LLMVisor a miscalibrated model, as a fitted one would be: compute efficiency
-    /// x (1 + F), memory efficiency x (1 - F), fixed cost x (1 + F). Shapley stays exact.
-    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    /// x (1 + F), memory efficiency x (1 - F), fixed cost x (1 + F), F in [-0.9, 0.9].
+    /// Shapley stays exact.
+    #[arg(long, default_value_t = 0.0, value_name = "F", value_parser = float_in(Closed(-0.9), Closed(0.9)))]
     pub attribution_misfit: f64,
-    /// Permutations (each with its reverse) per sampled Shapley estimate.
-    #[arg(long, default_value_t = 64)]
+    /// Permutations (each with its reverse) per sampled Shapley estimate, in [1, 65536].
+    #[arg(long, default_value_t = 64, value_parser = integer_in(1, MAX_SHAPLEY_PERMUTATIONS))]
     pub shapley_permutations: u32,
-    /// Service-difference window, seconds.
-    #[arg(long, default_value_t = 10.0)]
+    /// Service-difference window, seconds, in [0.001, 31622400]; the run's arrival span
+    /// may hold at most 100,000 windows.
+    #[arg(long, default_value_t = 10.0, value_parser = float_in(Closed(MIN_WINDOW_S), Closed(MAX_SPAN_S)))]
     pub window_s: f64,
     /// Print per-window service per tenant (service / weight).
     #[arg(long)]
@@ -131,6 +229,7 @@ pub struct ServeSimArgs {
 
 pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
     let workload = load_workload(&args.workload)?;
+    check_window_count(&workload, args.window_s)?;
     let kinds = parse_schedulers(&args.scheduler)?;
     let mut reports = Vec::new();
     for kind in kinds {
@@ -162,7 +261,8 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
             let found = goodput_search(&workload, &config, GOODPUT_ATTAINMENT, 1.0)?;
             let search_wall_s = search_started.elapsed().as_secs_f64();
             let at_goodput = workload.with_rate_scale(found.rate_scale.max(f64::MIN_POSITIVE));
-            let at_summary = summarize(&at_goodput, &simulate(&at_goodput, &config)?, config.slo);
+            let at_config = with_windows_for(&config, &at_goodput);
+            let at_summary = summarize(&at_goodput, &simulate(&at_goodput, &at_config)?, config.slo);
             report["goodput"] = json!({
                 "rate_scale": found.rate_scale,
                 "requests_per_s": found.requests_per_s,
@@ -171,6 +271,8 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
                 "total_tokens_per_s": at_summary.total_tokens_per_s,
                 "tbt_p99_ms": at_summary.tbt_ms.p99,
                 "simulations": found.probes.len(),
+                "capped": found.capped,
+                "arrival_span_s": arrival_span_s(&at_goodput),
                 "search_wall_s": search_wall_s,
                 "probes": found.probes,
             });
@@ -217,10 +319,66 @@ fn roofline(args: &DeploymentArgs, gpu: GpuSpec) -> Result<Roofline> {
     if !(params.compute_efficiency > 0.0 && params.memory_efficiency > 0.0 && params.fixed_s >= 0.0) {
         bail!("--eta-compute and --eta-memory must be > 0 and --c0-ms >= 0");
     }
-    if args.tp == 0 {
-        bail!("--tp must be at least 1");
-    }
+    check_tensor_parallel("--tp", args.tp, &model)?;
     Ok(Roofline::new(model, gpu, args.tp, params))
+}
+
+/// Whether `tp` GPUs can split the model as vLLM does: the attention heads evenly,
+/// and the KV heads evenly or, with fewer KV heads than GPUs, replicated evenly.
+fn tensor_parallel_fits(tp: u32, model: &ModelShape) -> bool {
+    tp >= 1
+        && model.query_heads.is_multiple_of(tp)
+        && (model.kv_heads.is_multiple_of(tp) || (model.kv_heads > 0 && tp.is_multiple_of(model.kv_heads)))
+}
+
+fn check_tensor_parallel(flag: &str, tp: u32, model: &ModelShape) -> Result<()> {
+    if tensor_parallel_fits(tp, model) {
+        return Ok(());
+    }
+    let valid: Vec<String> =
+        (1..=model.query_heads).filter(|&t| tensor_parallel_fits(t, model)).map(|t| t.to_string()).collect();
+    bail!(
+        "{flag} {tp}: {} has {} attention heads and {} KV heads; the tensor-parallel degree must divide the \
+         attention heads and divide (or be a multiple of) the KV heads: one of {}",
+        model.name,
+        model.query_heads,
+        model.kv_heads,
+        valid.join(", ")
+    )
+}
+
+/// Seconds between the first and the last arrival.
+fn arrival_span_s(workload: &Workload) -> f64 {
+    workload.arrival_span().as_secs_f64()
+}
+
+/// The service-difference windows of a run must fit core::limits::MAX_SHARE_WINDOWS.
+fn check_window_count(workload: &Workload, window_s: f64) -> Result<()> {
+    let span_s = arrival_span_s(workload);
+    let windows = span_s / window_s;
+    if windows > MAX_SHARE_WINDOWS as f64 {
+        bail!(
+            "--window-s {window_s}: {windows:.0} windows over the {span_s:.0} s of arrivals; at most \
+             {MAX_SHARE_WINDOWS} are kept, so use --window-s {} or more",
+            (span_s / MAX_SHARE_WINDOWS as f64 * 1000.0).ceil() / 1000.0
+        );
+    }
+    Ok(())
+}
+
+/// A rate scale must keep the arrivals within core::limits::MAX_REQUEST_SPAN.
+fn check_scaled_span(flag: &str, value: f64, workload: &Workload, scale: f64) -> Result<()> {
+    let span_s = arrival_span_s(workload);
+    let scaled_s = span_s / scale;
+    if !(scaled_s.is_finite() && scaled_s <= MAX_SPAN_S) {
+        bail!(
+            "{flag} {value}: the {} requests would arrive over {scaled_s:.3e} s; at most {MAX_SPAN_S:.0} s \
+             (366 days) are supported, so the rate scale must be at least {:.3e}",
+            workload.requests.len(),
+            span_s / MAX_SPAN_S
+        );
+    }
+    Ok(())
 }
 
 fn base_config(
@@ -237,8 +395,8 @@ fn base_config(
     let router = RouterKind::parse(&deployment.router)
         .with_context(|| format!("--router: unknown router `{}`", deployment.router))?;
     let limits = BatchLimits {
-        token_budget: deployment.token_budget.max(1),
-        max_seqs: deployment.max_seqs.max(1),
+        token_budget: deployment.token_budget,
+        max_seqs: deployment.max_seqs,
         decode_first: false,
     };
     let drift = DriftConfig { default_prior_tokens: drift_prior_tokens, ..DriftConfig::default() };
@@ -266,7 +424,7 @@ fn base_config(
 
 fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -> Result<ServeConfig> {
     let mut config = base_config(&args.deployment, workload, kind, args.drift_prior_tokens)?;
-    config.service_window = Span((args.window_s * 1e6).max(1.0) as u64);
+    config.service_window = Span((args.window_s * 1e6).round() as u64);
     let misfit = args.attribution_misfit;
     if !(-0.9..=0.9).contains(&misfit) {
         bail!("--attribution-misfit must be within -0.9..0.9");
@@ -279,7 +437,7 @@ fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -
         ..base
     });
     config.attribution_eval = args.attribution_eval.map(|every| AttributionEval {
-        every_nth_iteration: every.max(1),
+        every_nth_iteration: every,
         permutations: args.shapley_permutations,
         seed: args.workload.seed,
         fitted_params,
@@ -314,6 +472,14 @@ pub fn load_workload(args: &ServeWorkloadArgs) -> Result<Workload> {
                 .iter()
                 .map(|spec| SyntheticTenant::parse(spec).map_err(|e| anyhow::anyhow!("--tenant {spec}: {e}")))
                 .collect::<Result<Vec<_>>>()?;
+            let expected = expected_requests_bound(&tenants, args.duration_s);
+            if expected.is_nan() || expected > MAX_SERVE_REQUESTS as f64 {
+                bail!(
+                    "--tenant rates x --duration-s {} would generate about {expected:.3e} requests; at most \
+                     {MAX_SERVE_REQUESTS} are supported (lower the rates or the duration)",
+                    args.duration_s
+                );
+            }
             generate(&tenants, args.duration_s, args.seed)
         }
         other => {
@@ -323,10 +489,8 @@ pub fn load_workload(args: &ServeWorkloadArgs) -> Result<Workload> {
     if let Some(limit) = args.limit {
         workload = workload.truncated(limit);
     }
-    if args.rate_scale <= 0.0 {
-        bail!("--rate-scale must be > 0");
-    }
     if args.rate_scale != 1.0 {
+        check_scaled_span("--rate-scale", args.rate_scale, &workload, args.rate_scale)?;
         workload = workload.with_rate_scale(args.rate_scale);
     }
     for pair in &args.weights {
@@ -335,8 +499,8 @@ pub fn load_workload(args: &ServeWorkloadArgs) -> Result<Workload> {
         let weight: f64 = weight
             .parse()
             .ok()
-            .filter(|w: &f64| *w > 0.0)
-            .with_context(|| format!("--weight {pair}: weight must be a number > 0"))?;
+            .filter(|w: &f64| w.is_finite() && *w > 0.0)
+            .with_context(|| format!("--weight {pair}: weight must be a finite number > 0"))?;
         let tenant = workload
             .tenants
             .iter_mut()
@@ -570,6 +734,19 @@ fn print_report(workload: &Workload, config: &ServeConfig, s: &Summary, report: 
             field("tbt_p99_ms"),
             field("simulations")
         );
+        if goodput.get("capped").and_then(Value::as_bool) == Some(true) {
+            println!(
+                "  warning: every probe met the target up to the search's last doubling: the goodput is at least \
+                 this, not measured"
+            );
+        }
+        let span_s = field("arrival_span_s");
+        if span_s < MIN_PLAN_ARRIVAL_SPAN_S {
+            println!(
+                "  warning: at this rate scale the requests arrive within {span_s:.3} s, a burst rather than a \
+                 sustained rate (under {MIN_PLAN_ARRIVAL_SPAN_S:.0} s): use a longer or denser workload"
+            );
+        }
     }
     if windows {
         if let Some(Value::Array(rows)) = report.get("windows") {
@@ -591,22 +768,26 @@ pub struct PlanServeArgs {
     pub workload: ServeWorkloadArgs,
     #[command(flatten)]
     pub deployment: DeploymentArgs,
+    /// Scheduler of every replica: fcfs (vllm), sarathi, vtc, fairserve, driftsched, lookahead.
     #[arg(long, default_value = "fcfs")]
     pub scheduler: String,
-    /// Target request rate (requests/s); the trace's arrivals are scaled to it.
-    #[arg(long, value_name = "REQ_PER_S")]
+    /// Target request rate (requests/s, > 0); the trace's arrivals are scaled to it. The
+    /// scaled trace must still span at least 60 s of arrivals (a sustained load).
+    #[arg(long, value_name = "REQ_PER_S", value_parser = float_in(Open(0.0), Closed(MAX_PLAN_RATE)))]
     pub rate: Option<f64>,
     /// GPU types to consider, comma-separated.
     #[arg(long, default_value = "L4,A100-80G,H100-SXM,H200")]
     pub gpus: String,
-    /// Tensor-parallel degrees to consider, comma-separated.
+    /// Tensor-parallel degrees to consider, comma-separated; each must fit the model (see --tp).
     #[arg(long, default_value = "1,2,4,8")]
     pub tp_options: String,
-    /// Required SLO attainment.
-    #[arg(long, default_value_t = GOODPUT_ATTAINMENT)]
+    /// Required SLO attainment, a fraction in (0, 1] (0.9: 90% of requests meet the SLO).
+    #[arg(long, default_value_t = GOODPUT_ATTAINMENT, value_parser = float_in(Open(0.0), Closed(1.0)))]
     pub target: f64,
-    #[arg(long, default_value_t = 64)]
+    /// Most replicas tried per GPU type and TP degree (1 to 4096).
+    #[arg(long, default_value_t = 64, value_parser = integer_in(1, MAX_SERVE_REPLICAS))]
     pub max_replicas: u32,
+    /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
 }
@@ -614,10 +795,23 @@ pub struct PlanServeArgs {
 pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
     let mut workload = load_workload(&args.workload)?;
     if let Some(rate) = args.rate {
-        if rate <= 0.0 {
-            bail!("--rate must be > 0");
+        let current = workload.request_rate_per_s();
+        if current <= 0.0 {
+            bail!("--rate {rate}: the workload's arrivals span no time, so its rate cannot be scaled");
         }
-        workload = workload.with_rate_scale(rate / workload.request_rate_per_s());
+        let scaled_span_s = arrival_span_s(&workload) * current / rate;
+        if scaled_span_s < MIN_PLAN_ARRIVAL_SPAN_S {
+            bail!(
+                "--rate {rate}: the workload's {} requests would all arrive within {scaled_span_s:.3e} s, a burst \
+                 rather than a sustained rate; a plan needs at least {MIN_PLAN_ARRIVAL_SPAN_S:.0} s of arrivals, \
+                 so this workload supports --rate up to {:.2} req/s (for more, a longer workload: e.g. \
+                 --trace synthetic --tenant name=a,rate=R --duration-s 600)",
+                workload.requests.len(),
+                workload.requests.len() as f64 / MIN_PLAN_ARRIVAL_SPAN_S
+            );
+        }
+        check_scaled_span("--rate", rate, &workload, rate / current)?;
+        workload = workload.with_rate_scale(rate / current);
     }
     let kind = parse_schedulers(&args.scheduler)?.first().copied().context("--scheduler: none given")?;
     let base = base_config(&args.deployment, &workload, kind, 256.0)?;
@@ -626,11 +820,12 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
         .tp_options
         .split(',')
         .map(|t| {
-            t.trim()
-                .parse::<u32>()
-                .ok()
-                .filter(|t| *t > 0)
-                .with_context(|| format!("--tp-options: `{t}` is not a positive integer"))
+            let tp =
+                t.trim().parse::<u32>().ok().filter(|t| (1..=MAX_TENSOR_PARALLEL).contains(t)).with_context(
+                    || format!("--tp-options: `{t}` is not an integer in [1, {MAX_TENSOR_PARALLEL}]"),
+                )?;
+            check_tensor_parallel("--tp-options", tp, &base.model.model)?;
+            Ok(tp)
         })
         .collect::<Result<Vec<_>>>()?;
     let rows = plan_serve(&workload, &base, &gpus, &tps, args.target, args.max_replicas);

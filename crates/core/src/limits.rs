@@ -64,3 +64,15 @@ pub const MAX_ACCOUNTS: usize = 1_000_000;
 /// Longest simulated span, from the first arrival: 100 years. A run whose next
 /// event lies beyond it stops there and says so (its jobs end `Unfinished`).
 pub const MAX_RUN_SPAN: Span = Span(36_525 * DAY_US);
+
+/// Most requests one serving workload may hold, read or generated (`serve-sim`,
+/// `plan serve`; a synthetic tenant's expected count is checked before generating).
+pub const MAX_SERVE_REQUESTS: u64 = 10_000_000;
+
+/// Most replicas of one serving deployment (`--replicas`, `--max-replicas`).
+pub const MAX_SERVE_REPLICAS: u32 = 4096;
+
+/// Largest factor a serving workload's arrival rate may be scaled by (`--rate-scale`,
+/// `plan serve --rate`); the smallest is bounded by [`MAX_REQUEST_SPAN`] and
+/// [`MAX_SHARE_WINDOWS`] for the scaled arrival span.
+pub const MAX_RATE_SCALE: f64 = 1e6;

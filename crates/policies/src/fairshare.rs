@@ -12,6 +12,8 @@
 //! arrival, and starts every job that fits (non-preemptive, like Slurm's
 //! priority queue with backfill of jobs that fit now).
 
+use std::collections::HashMap;
+
 use cotenant_core::placement::Placement;
 use cotenant_core::{ClusterView, Decision, JobId, Policy, PolicyCx, Span, Time};
 
@@ -44,52 +46,49 @@ pub enum AccountTreeError {
 }
 
 /// Accounts and users with shares, parents before children.
+///
+/// Every operation is linear in the number of nodes (a 20,000-node tree, wide or
+/// a single deep chain, computes its factors in about a millisecond): building
+/// resolves parents through a name index and depths by memoized walks, and
+/// `factors` is one pass back to front for subtree usage and one front to back
+/// for shares and effective usage.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AccountTree {
     nodes: Vec<Account>,
+    /// Node index by name (lookups only; never iterated, so order cannot leak).
+    index: HashMap<String, usize>,
 }
 
 impl AccountTree {
     /// Builds a tree from `(name, parent name, shares)` in any order.
     pub fn from_specs(specs: &[(String, Option<String>, f64)]) -> Result<AccountTree, AccountTreeError> {
-        let mut names: Vec<&str> = Vec::with_capacity(specs.len());
-        for (name, _, shares) in specs {
-            if names.contains(&name.as_str()) {
+        let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(specs.len());
+        for (i, (name, _, shares)) in specs.iter().enumerate() {
+            if by_name.insert(name.as_str(), i).is_some() {
                 return Err(AccountTreeError::Duplicate(name.clone()));
             }
             if !(shares.is_finite() && *shares >= 0.0) {
                 return Err(AccountTreeError::BadShares(name.clone()));
             }
-            names.push(name);
         }
         let parent_of: Vec<Option<usize>> = specs
             .iter()
             .map(|(name, parent, _)| match parent {
                 None => Ok(None),
-                Some(p) => names.iter().position(|n| n == p).map(Some).ok_or_else(|| {
+                Some(p) => by_name.get(p.as_str()).copied().map(Some).ok_or_else(|| {
                     AccountTreeError::UnknownParent { account: name.clone(), parent: p.clone() }
                 }),
             })
             .collect::<Result<_, _>>()?;
+        let depth = depths(&parent_of).map_err(|i| AccountTreeError::Cycle(specs[i].0.clone()))?;
         // Order parents before children (depth, then input order).
-        let mut depth = vec![0usize; specs.len()];
-        for (i, (name, _, _)) in specs.iter().enumerate() {
-            let mut at = parent_of[i];
-            while let Some(p) = at {
-                depth[i] += 1;
-                if depth[i] > specs.len() {
-                    return Err(AccountTreeError::Cycle(name.clone()));
-                }
-                at = parent_of[p];
-            }
-        }
         let mut order: Vec<usize> = (0..specs.len()).collect();
         order.sort_by_key(|&i| (depth[i], i));
         let mut position = vec![0usize; specs.len()];
         for (new, &old) in order.iter().enumerate() {
             position[old] = new;
         }
-        let nodes = order
+        let nodes: Vec<Account> = order
             .iter()
             .map(|&old| Account {
                 name: specs[old].0.clone(),
@@ -97,17 +96,22 @@ impl AccountTree {
                 shares: specs[old].2,
             })
             .collect();
-        Ok(AccountTree { nodes })
+        Ok(AccountTree::with_nodes(nodes))
+    }
+
+    fn with_nodes(nodes: Vec<Account>) -> AccountTree {
+        let index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        AccountTree { nodes, index }
     }
 
     /// Every tenant directly under the root with its weight as shares.
     pub fn flat(tenants: &[(String, f64)]) -> AccountTree {
-        AccountTree {
-            nodes: tenants
+        AccountTree::with_nodes(
+            tenants
                 .iter()
                 .map(|(name, weight)| Account { name: name.clone(), parent: None, shares: *weight })
                 .collect(),
-        }
+        )
     }
 
     pub fn nodes(&self) -> &[Account] {
@@ -115,18 +119,15 @@ impl AccountTree {
     }
 
     pub fn index_of(&self, name: &str) -> Option<usize> {
-        self.nodes.iter().position(|n| n.name == name)
+        self.index.get(name).copied()
     }
 
     /// Adds a node directly under the root (a tenant the config did not name).
     pub fn add_root_child(&mut self, name: &str, shares: f64) -> usize {
         self.nodes.push(Account { name: name.to_string(), parent: None, shares });
-        self.nodes.len() - 1
-    }
-
-    fn sibling_shares(&self, i: usize) -> f64 {
-        let parent = self.nodes[i].parent;
-        self.nodes.iter().filter(|n| n.parent == parent).map(|n| n.shares).sum()
+        let i = self.nodes.len() - 1;
+        self.index.entry(name.to_string()).or_insert(i);
+        i
     }
 
     /// Fair-share factor of every node, given each node's own (not subtree)
@@ -142,11 +143,21 @@ impl AccountTree {
         }
         let total: f64 = (0..n).filter(|&i| self.nodes[i].parent.is_none()).map(|i| usage[i]).sum();
         let normalized: Vec<f64> = usage.iter().map(|u| if total > 0.0 { u / total } else { 0.0 }).collect();
+        // Shares of each node and its siblings, summed per parent in index order
+        // (the same additions, in the same order, as a per-node scan would make).
+        let mut root_children_shares = -0.0;
+        let mut children_shares = vec![-0.0; n];
+        for node in &self.nodes {
+            match node.parent {
+                None => root_children_shares += node.shares,
+                Some(p) => children_shares[p] += node.shares,
+            }
+        }
         let mut share = vec![0.0; n];
         let mut effective = vec![0.0; n];
         let mut factor = vec![0.0; n];
         for i in 0..n {
-            let siblings = self.sibling_shares(i);
+            let siblings = self.nodes[i].parent.map_or(root_children_shares, |p| children_shares[p]);
             let local = if siblings > 0.0 { self.nodes[i].shares / siblings } else { 0.0 };
             match self.nodes[i].parent {
                 None => {
@@ -162,6 +173,39 @@ impl AccountTree {
         }
         factor
     }
+}
+
+/// Depth of every node (0 directly under the root), each node visited once:
+/// a walk up stops at the first node whose depth is known. `Err(i)`: node `i`
+/// (the first in input order whose walk loops) is its own ancestor or below one.
+fn depths(parent_of: &[Option<usize>]) -> Result<Vec<usize>, usize> {
+    const UNKNOWN: usize = usize::MAX;
+    const ON_PATH: usize = usize::MAX - 1;
+    let mut depth = vec![UNKNOWN; parent_of.len()];
+    let mut path: Vec<usize> = Vec::new();
+    for start in 0..parent_of.len() {
+        let mut at = start;
+        let base = loop {
+            match depth[at] {
+                ON_PATH => return Err(start),
+                UNKNOWN => {
+                    depth[at] = ON_PATH;
+                    path.push(at);
+                    match parent_of[at] {
+                        None => break 0,
+                        Some(p) => at = p,
+                    }
+                }
+                known => break known + 1,
+            }
+        };
+        // `path` holds the walk from `start` up; the last pushed is the shallowest.
+        for (k, &node) in path.iter().rev().enumerate() {
+            depth[node] = base + k;
+        }
+        path.clear();
+    }
+    Ok(depth)
 }
 
 /// The fair-share policy.
@@ -330,6 +374,121 @@ mod tests {
                 gpus: vec![cotenant_core::GpuId(0), cotenant_core::GpuId(1)]
             }]
         );
+    }
+
+    type Spec = (String, Option<String>, f64);
+
+    /// The quadratic computation this module used before it became linear: the
+    /// oracle the linear one must match bit for bit.
+    fn factors_reference(tree: &AccountTree, own_usage: &[f64]) -> Vec<f64> {
+        let nodes = tree.nodes();
+        let n = nodes.len();
+        let mut usage: Vec<f64> = (0..n).map(|i| own_usage.get(i).copied().unwrap_or(0.0)).collect();
+        for i in (0..n).rev() {
+            if let Some(p) = nodes[i].parent {
+                usage[p] += usage[i];
+            }
+        }
+        let total: f64 = (0..n).filter(|&i| nodes[i].parent.is_none()).map(|i| usage[i]).sum();
+        let normalized: Vec<f64> = usage.iter().map(|u| if total > 0.0 { u / total } else { 0.0 }).collect();
+        let mut share = vec![0.0; n];
+        let mut effective = vec![0.0; n];
+        let mut factor = vec![0.0; n];
+        for i in 0..n {
+            let parent = nodes[i].parent;
+            let siblings: f64 = nodes.iter().filter(|m| m.parent == parent).map(|m| m.shares).sum();
+            let local = if siblings > 0.0 { nodes[i].shares / siblings } else { 0.0 };
+            match parent {
+                None => {
+                    share[i] = local;
+                    effective[i] = normalized[i];
+                }
+                Some(p) => {
+                    share[i] = share[p] * local;
+                    effective[i] = normalized[i] + (effective[p] - normalized[i]) * local;
+                }
+            }
+            factor[i] = if share[i] > 0.0 { 2f64.powf(-effective[i] / share[i]) } else { 0.0 };
+        }
+        factor
+    }
+
+    /// The ordering of the quadratic builder: depth by walking up from each node.
+    fn order_reference(specs: &[(String, Option<String>, f64)]) -> Vec<String> {
+        let parent = |i: usize| {
+            specs[i].1.as_ref().map(|p| specs.iter().position(|s| &s.0 == p).expect("parent exists"))
+        };
+        let depth = |i: usize| {
+            let (mut d, mut at) = (0, parent(i));
+            while let Some(p) = at {
+                d += 1;
+                at = parent(p);
+            }
+            d
+        };
+        let mut order: Vec<usize> = (0..specs.len()).collect();
+        order.sort_by_key(|&i| (depth(i), i));
+        order.into_iter().map(|i| specs[i].0.clone()).collect()
+    }
+
+    /// Random trees: node `i` hangs under one of nodes `0..i` or the root, given in a
+    /// shuffled order, with shares (some zero) and usage (some zero).
+    fn random_tree() -> impl proptest::strategy::Strategy<Value = (Vec<Spec>, Vec<f64>)> {
+        use proptest::prelude::*;
+        (1usize..40)
+            .prop_flat_map(|n| {
+                (
+                    proptest::collection::vec((0usize..=n, 0u32..5, 0u32..4), n),
+                    Just(n),
+                    proptest::collection::vec(0u32..1000, n),
+                )
+            })
+            .prop_map(|(raw, n, perm_keys)| {
+                let specs: Vec<(String, Option<String>, f64)> = raw
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(p, shares, _))| {
+                        let parent = if i == 0 || p >= i { None } else { Some(format!("n{p}")) };
+                        (format!("n{i}"), parent, f64::from(shares))
+                    })
+                    .collect();
+                let mut order: Vec<usize> = (0..n).collect();
+                order.sort_by_key(|&i| (perm_keys[i], i));
+                let shuffled: Vec<_> = order.iter().map(|&i| specs[i].clone()).collect();
+                let usage = raw.iter().map(|&(_, _, u)| f64::from(u) * 1.5).collect();
+                (shuffled, usage)
+            })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn linear_factors_match_the_quadratic_oracle((specs, usage) in random_tree()) {
+            let tree = AccountTree::from_specs(&specs).unwrap();
+            let names: Vec<String> = tree.nodes().iter().map(|n| n.name.clone()).collect();
+            proptest::prop_assert_eq!(names, order_reference(&specs));
+            let fast = tree.factors(&usage);
+            let slow = factors_reference(&tree, &usage);
+            let fast_bits: Vec<u64> = fast.iter().map(|f| f.to_bits()).collect();
+            let slow_bits: Vec<u64> = slow.iter().map(|f| f.to_bits()).collect();
+            proptest::prop_assert_eq!(fast_bits, slow_bits);
+        }
+    }
+
+    #[test]
+    fn deep_chains_and_wide_trees_build() {
+        let chain: Vec<_> = (0..5_000)
+            .rev()
+            .map(|i| (format!("a{i}"), (i > 0).then(|| format!("a{}", i - 1)), 1.0))
+            .collect();
+        let tree = AccountTree::from_specs(&chain).unwrap();
+        assert_eq!(tree.nodes()[0].name, "a0");
+        assert_eq!(tree.nodes()[4_999].parent, Some(4_998));
+        let mut usage = vec![0.0; 5_000];
+        usage[4_999] = 1.0;
+        assert_eq!(tree.factors(&usage)[4_999], 0.5, "one user alone, all usage: 2^-1");
+        let mut ring = chain.clone();
+        ring[4_999].1 = Some("a4999".into());
+        assert_eq!(AccountTree::from_specs(&ring), Err(AccountTreeError::Cycle("a4999".into())));
     }
 
     #[test]

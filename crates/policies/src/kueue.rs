@@ -202,6 +202,15 @@ impl Holdings {
         }
         h
     }
+    /// Nothing held: what a tenant could reach on an idle cluster.
+    fn empty(view: &ClusterView<'_>, q: &Quotas) -> Holdings {
+        let types = view.cluster.spec().gpu_types.len();
+        Holdings {
+            tenant: vec![vec![0; types]; view.tenants.len()],
+            cohort: vec![vec![0; types]; q.cohort_capacity.len()],
+        }
+    }
+
     fn add(&mut self, q: &Quotas, tenant: usize, ty: usize, gpus: u32) {
         self.tenant[tenant][ty] += gpus;
         self.cohort[q.cohort[tenant]][ty] += gpus;
@@ -298,7 +307,14 @@ impl Policy for Kueue {
         self.blocked_since = still_blocked;
         let reclaim_at =
             self.blocked_since.values().map(|&since| since + self.reclaim_grace).filter(|&t| t > now).min();
-        let recheck = (!view.pending.is_empty()).then(|| now + self.check_interval);
+        // Re-check only for jobs that could ever be admitted: a job wider than its
+        // tenant's reach on every type (a queue naming a GPU type the cluster lacks,
+        // a hard limit below its width) waits for nothing, and polling it every
+        // check interval would keep the simulation running with nothing to do.
+        let empty = Holdings::empty(view, q);
+        let any_admissible =
+            view.pending_jobs().any(|j| fit(q, &empty, j.spec.tenant.index(), j.spec.gpus).is_some());
+        let recheck = any_admissible.then(|| now + self.check_interval);
         self.next_check = match (reclaim_at, recheck) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -526,6 +542,21 @@ mod tests {
             }
         });
         assert_eq!(b_started, Some(Time::from_secs(100) + DEFAULT_RECLAIM_GRACE));
+    }
+
+    #[test]
+    fn jobs_that_can_never_be_admitted_do_not_keep_the_run_alive() {
+        // The queue names v100 on a cluster of type "gpu": the tenant may use no type,
+        // so its job can never run and no re-check is scheduled (the run ends at once).
+        let config = QuotaConfig { queues: vec![queue("a", "c", &[("v100", 4)], &[])] };
+        let jobs = vec![job(0, 0, 0, 1, 100.0)];
+        let mut world =
+            World::new(ClusterSpec::homogeneous("gpu", 1, 4), vec![TenantSpec::new("a")], config, jobs);
+        let mut steps = 0;
+        world.run(|_, _| steps += 1);
+        assert_eq!(steps, 1, "one step for the arrival, then nothing to wait for");
+        assert!(world.engine.running().is_empty());
+        assert_eq!(world.engine.next_wakeup(), None);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Goodput search and capacity planning, both by running the simulator.
 
+use cotenant_core::limits::MAX_SHARE_WINDOWS;
+use cotenant_core::Span;
 use cotenant_perf::{GpuSpec, Roofline};
 
 use crate::request::Workload;
@@ -20,11 +22,25 @@ pub struct GoodputResult {
     pub attainment: f64,
     /// (rate scale, attainment) of every run, in the order run.
     pub probes: Vec<(f64, f64)>,
+    /// The search never found a rate that misses the target: `rate_scale` is a
+    /// lower bound set by the search's doublings, not the goodput.
+    pub capped: bool,
+}
+
+/// `config` with its service window widened, if needed, so that `workload`'s
+/// arrivals span at most `MAX_SHARE_WINDOWS` windows: for runs that read only
+/// attainment and throughput (goodput probes, plans), where windows do not matter.
+pub fn with_windows_for(config: &ServeConfig, workload: &Workload) -> ServeConfig {
+    let last_arrival = workload.requests.last().map_or(0, |r| r.arrival.0);
+    let mut widened = config.clone();
+    widened.service_window = Span(config.service_window.0.max(last_arrival / MAX_SHARE_WINDOWS + 1));
+    widened
 }
 
 fn attainment(workload: &Workload, config: &ServeConfig, scale: f64) -> Result<f64, ServeError> {
     let scaled = workload.with_rate_scale(scale);
-    let result = simulate(&scaled, config)?;
+    let config = with_windows_for(config, &scaled);
+    let result = simulate(&scaled, &config)?;
     Ok(summarize(&scaled, &result, config.slo).slo_attainment)
 }
 
@@ -43,8 +59,10 @@ pub fn goodput_search(
         Ok(value >= target)
     };
     let (mut good, mut bad) = (0.0, start_scale);
+    let mut capped = true;
     for _ in 0..MAX_DOUBLINGS {
         if !probe(bad, &mut probes)? {
+            capped = false;
             break;
         }
         good = bad;
@@ -68,6 +86,7 @@ pub fn goodput_search(
         requests_per_s: workload.request_rate_per_s() * good,
         attainment,
         probes,
+        capped,
     })
 }
 
@@ -94,7 +113,7 @@ pub fn plan_serve(
     let mut rows = Vec::new();
     for gpu in gpus {
         for &tp in tensor_parallel {
-            let mut config = base.clone();
+            let mut config = with_windows_for(base, workload);
             config.model = Roofline::new(base.model.model.clone(), *gpu, tp, base.model.params);
             if let Some(row) = fewest_replicas(workload, &mut config, target, max_replicas) {
                 rows.push(PlanRow {

@@ -8,6 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use cotenant_core::limits::MAX_SHARE_WINDOWS;
 use cotenant_core::{Span, TenantSpec, Time};
 use cotenant_perf::{BatchEntry, Roofline};
 
@@ -96,6 +97,14 @@ pub enum ServeError {
     Unsorted { request: usize, previous: usize },
     #[error("request {request} has {prompt_tokens} prompt and {output_tokens} output tokens; both must be at least 1")]
     EmptyRequest { request: usize, prompt_tokens: u32, output_tokens: u32 },
+    /// A configuration value outside its range.
+    #[error("{field} = {value}: must be {allowed}")]
+    BadConfig { field: &'static str, value: String, allowed: &'static str },
+    /// The arrivals span more service windows than a run keeps.
+    #[error(
+        "{windows} service windows of {window_s} s before the last arrival; at most {MAX_SHARE_WINDOWS} are kept (widen the window)"
+    )]
+    TooManyWindows { windows: u64, window_s: f64 },
 }
 
 /// Service (VTC units: prompt tokens + 2 x output tokens) per tenant in one window,
@@ -239,6 +248,26 @@ fn validate(workload: &Workload, config: &ServeConfig) -> Result<u64, ServeError
     }
     if config.kv_block_tokens == 0 {
         return Err(ServeError::ZeroBlockTokens);
+    }
+    let bad = |field, value: String, allowed| Err(ServeError::BadConfig { field, value, allowed });
+    let utilization = config.memory_utilization;
+    if !(utilization.is_finite() && utilization > 0.0 && utilization <= 1.0) {
+        return bad("memory_utilization", utilization.to_string(), "a fraction in (0, 1]");
+    }
+    let limits = config.scheduler.limits;
+    if limits.token_budget == 0 {
+        return bad("token_budget", "0".into(), "at least 1");
+    }
+    if limits.max_seqs == 0 {
+        return bad("max_seqs", "0".into(), "at least 1");
+    }
+    if config.service_window == Span::ZERO {
+        return bad("service_window", "0".into(), "at least 1 µs");
+    }
+    let last_arrival = workload.requests.last().map_or(0, |r| r.arrival.0);
+    let windows = last_arrival / config.service_window.0;
+    if windows > MAX_SHARE_WINDOWS {
+        return Err(ServeError::TooManyWindows { windows, window_s: config.service_window.as_secs_f64() });
     }
     if config.scheduler.tenants.len() != workload.tenants.len() {
         return Err(ServeError::TenantMismatch {

@@ -1,6 +1,7 @@
 //! Seeded synthetic tenants: Poisson arrivals with optional on/off bursts, lognormal
 //! prompt and output lengths, tiers, and multi-call interactions.
 
+use cotenant_core::limits::{MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS};
 use cotenant_core::{TenantId, TenantSpec, Time, MICROS_PER_SECOND};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -74,16 +75,33 @@ impl SyntheticTenant {
                 _ => return Err(format!("unknown field `{key}`")),
             }
         }
-        let valid = !tenant.name.is_empty()
+        let finite = [
+            tenant.weight,
+            tenant.rate_per_s,
+            tenant.prompt_mean_tokens,
+            tenant.output_mean_tokens,
+            tenant.length_sigma,
+            tenant.think_s,
+        ]
+        .iter()
+        .all(|v| v.is_finite());
+        let valid = finite
+            && !tenant.name.is_empty()
             && tenant.weight > 0.0
             && tenant.rate_per_s > 0.0
             && tenant.prompt_mean_tokens >= 1.0
             && tenant.output_mean_tokens >= 1.0
             && tenant.length_sigma >= 0.0
-            && tenant.calls_per_interaction >= 1;
+            && tenant.prompt_mean_tokens <= MAX_PROMPT_TOKENS as f64
+            && tenant.output_mean_tokens <= MAX_OUTPUT_TOKENS as f64
+            && tenant.length_sigma <= MAX_LENGTH_SIGMA
+            && tenant.think_s >= 0.0
+            && (1..=MAX_CALLS_PER_INTERACTION).contains(&tenant.calls_per_interaction);
         if !valid {
             return Err(format!(
-                "`{text}`: need name, weight > 0, rate > 0, prompt and output >= 1, sigma >= 0, calls >= 1"
+                "`{text}`: need name, finite numbers: weight > 0, rate > 0, prompt in [1, {MAX_PROMPT_TOKENS}], \
+                 output in [1, {MAX_OUTPUT_TOKENS}], sigma in [0, {MAX_LENGTH_SIGMA}], think >= 0, \
+                 calls in [1, {MAX_CALLS_PER_INTERACTION}]"
             ));
         }
         Ok(tenant)
@@ -109,10 +127,29 @@ fn parse_burst(value: &str) -> Result<Burst, String> {
         off_s: off.parse().map_err(|_| bad())?,
         multiplier: multiplier.parse().map_err(|_| bad())?,
     };
-    if burst.on_s <= 0.0 || burst.off_s < 0.0 || burst.multiplier <= 0.0 {
+    let finite = burst.on_s.is_finite() && burst.off_s.is_finite() && burst.multiplier.is_finite();
+    if !finite || burst.on_s <= 0.0 || burst.off_s < 0.0 || burst.multiplier <= 0.0 {
         return Err(bad());
     }
     Ok(burst)
+}
+
+/// Widest lognormal spread of request lengths (`sigma`): beyond it the mean says little.
+pub const MAX_LENGTH_SIGMA: f64 = 4.0;
+/// Most calls in one synthetic interaction (`calls`).
+pub const MAX_CALLS_PER_INTERACTION: u32 = 1000;
+
+/// Requests that `duration_s` seconds of these tenants generate at most on
+/// average (every tenant at its peak rate): checked against a limit before
+/// [`generate`] allocates them.
+pub fn expected_requests_bound(tenants: &[SyntheticTenant], duration_s: f64) -> f64 {
+    tenants
+        .iter()
+        .map(|t| {
+            let peak = t.rate_per_s * t.burst.map_or(1.0, |b| b.multiplier.max(1.0));
+            peak * duration_s * f64::from(t.calls_per_interaction)
+        })
+        .sum()
 }
 
 fn rate_at(tenant: &SyntheticTenant, time_s: f64) -> f64 {

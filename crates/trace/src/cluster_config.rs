@@ -10,14 +10,72 @@
 //!   sits on one node and a larger one is cut into nodes of 8.
 //!
 //! Racks are groups of 16 nodes in order unless a TOML group names its rack.
+//!
+//! Sizes are bounded before anything is allocated: at most [`MAX_CLUSTER_NODES`]
+//! nodes, [`max_gpus_per_node`] GPUs per node and [`MAX_CLUSTER_GPUS`] GPUs in all
+//! (`cotenant_core::limits`), with checked arithmetic. Unknown keys are errors
+//! with a "did you mean" suggestion.
 
 use std::path::Path;
 
+use cotenant_core::limits::{MAX_CLUSTER_GPUS, MAX_CLUSTER_NODES};
 use cotenant_core::{ClusterSpec, TenantSpec};
 use serde::Deserialize;
 
 use crate::error::TraceError;
+use crate::suggest::{did_you_mean, suggestion, toml_error};
 use crate::text::read_text;
+
+/// Most GPUs on one node: the documented limit, or what the cluster model's
+/// per-node bitmask holds, whichever is lower.
+pub fn max_gpus_per_node() -> u32 {
+    cotenant_core::limits::MAX_GPUS_PER_NODE.min(cotenant_core::cluster::MAX_GPUS_PER_NODE)
+}
+
+/// Running totals of a cluster being built, checked against the limits before
+/// each group of nodes is allocated.
+#[derive(Debug, Default)]
+struct Budget {
+    nodes: u64,
+    gpus: u64,
+}
+
+impl Budget {
+    /// Admits `count` nodes of `gpus` GPUs each, or names `key` and the limit.
+    fn admit(&mut self, context: &str, key: &str, count: u64, gpus: u32) -> Result<(), TraceError> {
+        let per_node = max_gpus_per_node();
+        if gpus > per_node {
+            return Err(TraceError::config(
+                context,
+                key,
+                format!("{gpus} GPUs per node; at most {per_node} per node are supported"),
+            ));
+        }
+        let nodes = self.nodes.checked_add(count).filter(|&n| n <= MAX_CLUSTER_NODES);
+        let total = count.checked_mul(u64::from(gpus)).and_then(|g| g.checked_add(self.gpus));
+        let Some(nodes) = nodes else {
+            return Err(TraceError::config(
+                context,
+                key,
+                format!("{count} nodes make the cluster larger than {MAX_CLUSTER_NODES} nodes, the most supported"),
+            ));
+        };
+        match total {
+            Some(total) if total <= MAX_CLUSTER_GPUS => {
+                self.nodes = nodes;
+                self.gpus = total;
+                Ok(())
+            }
+            _ => Err(TraceError::config(
+                context,
+                key,
+                format!(
+                    "{count} nodes x {gpus} GPUs make the cluster larger than {MAX_CLUSTER_GPUS} GPUs, the most supported"
+                ),
+            )),
+        }
+    }
+}
 
 /// A cluster and, when the config names them, its tenants.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -41,6 +99,9 @@ pub fn parse_cluster_arg(arg: &str) -> Result<ClusterConfig, TraceError> {
 }
 
 const CONTEXT: &str = "cluster spec";
+
+/// Settings of the inline forms.
+const SETTING_KEYS: [&str; 5] = ["nodes", "gpus-per-node", "gpu", "cpus", "mem-gib"];
 
 /// Words that look like settings, not GPU types: catching `node=60` here
 /// stops it from silently becoming 60 GPUs of type "node".
@@ -68,36 +129,54 @@ pub fn parse_cluster_inline(text: &str) -> Result<ClusterSpec, TraceError> {
     let gpus_per_node =
         get("gpus-per-node").map(|v| parse_positive(CONTEXT, "gpus-per-node", v)).transpose()?;
     let mut spec = ClusterSpec::default();
+    let mut budget = Budget::default();
     if let Some(nodes) = get("nodes") {
         for (key, _) in &pairs {
-            if !["nodes", "gpus-per-node", "gpu", "cpus", "mem-gib"].contains(key) {
+            if !SETTING_KEYS.contains(key) {
                 return Err(TraceError::config(
                     CONTEXT,
                     key,
-                    "unknown key with nodes= (known: nodes, gpus-per-node, gpu, cpus, mem-gib)",
+                    format!(
+                        "unknown key with nodes= (known: nodes, gpus-per-node, gpu, cpus, mem-gib){}",
+                        suggestion(key, SETTING_KEYS)
+                    ),
                 ));
             }
         }
         let nodes = parse_positive(CONTEXT, "nodes", nodes)?;
         let per_node = gpus_per_node
             .ok_or_else(|| TraceError::config(CONTEXT, "gpus-per-node", "required with nodes="))?;
+        budget.admit(CONTEXT, "nodes", u64::from(nodes), per_node)?;
         let gpu = spec.gpu_type_id(get("gpu").unwrap_or("gpu"));
         spec.add_nodes(gpu, nodes, per_node, cpus, mem_gib);
     } else {
+        if let Some(per_node) = gpus_per_node {
+            budget.admit(CONTEXT, "gpus-per-node", 0, per_node)?;
+        }
         for (key, value) in &pairs {
             if ["gpus-per-node", "cpus", "mem-gib"].contains(key) {
                 continue;
             }
-            if NOT_GPU_TYPES.contains(key) {
+            if NOT_GPU_TYPES.contains(key) || did_you_mean(key, SETTING_KEYS).is_some() {
                 return Err(TraceError::config(
                     CONTEXT,
                     key,
-                    "not a GPU type; use nodes=N,gpus-per-node=G[,gpu=TYPE] or TYPE=COUNT,...",
+                    format!(
+                        "not a GPU type; use nodes=N,gpus-per-node=G[,gpu=TYPE] or TYPE=COUNT,...{}",
+                        suggestion(key, SETTING_KEYS)
+                    ),
                 ));
             }
             let count = parse_positive(CONTEXT, key, value)?;
+            if u64::from(count) > MAX_CLUSTER_GPUS.saturating_sub(budget.gpus) {
+                return Err(TraceError::config(
+                    CONTEXT,
+                    key,
+                    format!("{count} GPUs make the cluster larger than {MAX_CLUSTER_GPUS} GPUs, the most supported"),
+                ));
+            }
             let gpu = spec.gpu_type_id(key);
-            pack_gpus(&mut spec, gpu, count, gpus_per_node, cpus, mem_gib);
+            pack_gpus(&mut spec, &mut budget, gpu, count, gpus_per_node, cpus, mem_gib)?;
         }
     }
     validate(&spec, CONTEXT)?;
@@ -106,19 +185,24 @@ pub fn parse_cluster_inline(text: &str) -> Result<ClusterSpec, TraceError> {
 
 fn pack_gpus(
     spec: &mut ClusterSpec,
+    budget: &mut Budget,
     gpu: cotenant_core::GpuTypeId,
     count: u32,
     per_node: Option<u32>,
     cpus: u32,
     mem: u32,
-) {
+) -> Result<(), TraceError> {
     let per_node =
         per_node.unwrap_or(if count <= DEFAULT_GPUS_PER_NODE { count } else { DEFAULT_GPUS_PER_NODE });
+    let key = spec.gpu_types.get(gpu.index()).cloned().unwrap_or_default();
+    budget.admit(CONTEXT, &key, u64::from(count / per_node), per_node)?;
     spec.add_nodes(gpu, count / per_node, per_node, cpus, mem);
     let remainder = count % per_node;
     if remainder > 0 {
+        budget.admit(CONTEXT, &key, 1, remainder)?;
         spec.add_nodes(gpu, 1, remainder, cpus, mem);
     }
+    Ok(())
 }
 
 /// Splits `k=v,k=v`, rejecting empty keys, missing `=` and duplicates.
@@ -227,8 +311,9 @@ pub fn read_cluster_toml(path: &Path) -> Result<ClusterConfig, TraceError> {
 /// Parses TOML cluster text; `source` names it in errors.
 pub fn parse_cluster_toml(text: &str, source: &str) -> Result<ClusterConfig, TraceError> {
     let config: TomlConfig =
-        toml::from_str(text).map_err(|e| TraceError::file(source, e.to_string().trim_end()))?;
+        toml::from_str(text).map_err(|e| TraceError::Toml(toml_error(text, source, &e)))?;
     let mut cluster = ClusterSpec::default();
+    let mut budget = Budget::default();
     for (i, group) in config.nodes.iter().enumerate() {
         let context = format!("{source} [[nodes]] #{}", i + 1);
         if group.gpus == 0 {
@@ -237,6 +322,7 @@ pub fn parse_cluster_toml(text: &str, source: &str) -> Result<ClusterConfig, Tra
         if group.gpu.trim().is_empty() {
             return Err(TraceError::config(&context, "gpu", "must name a GPU type"));
         }
+        budget.admit(&context, "count", u64::from(group.count), group.gpus)?;
         let first = cluster.nodes.len();
         let gpu = cluster.gpu_type_id(group.gpu.trim());
         cluster.add_nodes(gpu, group.count, group.gpus, group.cpus, group.memory_gib);

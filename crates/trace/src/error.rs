@@ -29,6 +29,10 @@ pub enum TraceError {
     /// A key of an inline spec or a TOML file is unknown or has a bad value.
     #[error("{context}, key `{key}`: {message}")]
     Config { context: String, key: String, message: String },
+    /// A TOML file that does not parse or has the wrong shape; the message names
+    /// the file and line and, for an unknown key, suggests the closest known one.
+    #[error("{0}")]
+    Toml(String),
     /// A slice (time window or job count) that does not fit the trace.
     #[error("slice: {message}")]
     Slice { message: String },

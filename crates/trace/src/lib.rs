@@ -22,6 +22,7 @@ mod openb;
 mod philly;
 mod pollux;
 mod slice;
+pub mod suggest;
 mod synthetic;
 pub mod text;
 mod tiresias;

@@ -40,7 +40,7 @@ fn inline_errors_name_the_key() {
         ("v100=0", "key `v100`: expected a positive integer"),
         ("v100=2,v100=4", "key `v100`: given twice"),
         ("v100", "key `v100`: expected key=value"),
-        ("nodes=1,gpus-per-node=65", "key `nodes`: node gpu-0 has 65 GPUs"),
+        ("nodes=1,gpus-per-node=65", "key `nodes`: 65 GPUs per node; at most 64 per node are supported"),
         ("", "empty spec"),
     ];
     for (text, want) in cases {
@@ -110,5 +110,82 @@ fn toml_errors_name_the_key() {
     for (text, want) in cases {
         let msg = parse_cluster_toml(text, "c.toml").unwrap_err().to_string();
         assert!(msg.starts_with("c.toml") && msg.contains(want), "{text:?}: {msg}");
+    }
+}
+
+#[test]
+fn toml_unknown_keys_name_the_line_and_suggest() {
+    let cases = [
+        (
+            "[[nodes]]\ngpu = \"v100\"\ngpus = 8\nmemory = 5\n",
+            "c.toml line 4: unknown field `memory`",
+            "`memory_gib`",
+        ),
+        ("[[node]]\ngpu = \"v100\"\ngpus = 8\n", "c.toml line 1: unknown field `node`", "`nodes`"),
+        (
+            "[[nodes]]\ngpu = \"v100\"\ngpus = 8\n[[tenant]]\nname = \"a\"\n",
+            "c.toml line 4: unknown field `tenant`",
+            "`tenants`",
+        ),
+        (
+            "[[nodes]]\ngpu = \"v100\"\ngpus = 8\n[[tenants]]\nname = \"a\"\ngpu_limt = 3\n",
+            "c.toml line 6",
+            "`gpu_limit`",
+        ),
+    ];
+    for (text, start, hint) in cases {
+        let msg = parse_cluster_toml(text, "c.toml").unwrap_err().to_string();
+        assert!(msg.starts_with(start), "{text:?}: {msg}");
+        assert!(msg.ends_with(&format!("(did you mean {hint}?)")), "{text:?}: {msg}");
+    }
+}
+
+#[test]
+fn sizes_are_bounded_before_allocation() {
+    let cases = [
+        (
+            "nodes=1000000000,gpus-per-node=8",
+            "key `nodes`: 1000000000 nodes make the cluster larger than 262144 nodes",
+        ),
+        (
+            "nodes=200000,gpus-per-node=8",
+            "key `nodes`: 200000 nodes x 8 GPUs make the cluster larger than 1048576 GPUs",
+        ),
+        ("nodes=1,gpus-per-node=4000000000", "key `nodes`: 4000000000 GPUs per node; at most 64"),
+        ("v100=4000000000", "key `v100`: 4000000000 GPUs make the cluster larger than 1048576 GPUs"),
+        ("v100=1000000,k80=1000000", "key `k80`: 1000000 GPUs make the cluster larger"),
+        ("v100=8,gpus-per-node=100", "key `gpus-per-node`: 100 GPUs per node; at most 64"),
+        (
+            "v100=1000000,gpus-per-node=1",
+            "key `v100`: 1000000 nodes make the cluster larger than 262144 nodes",
+        ),
+    ];
+    for (text, want) in cases {
+        let msg = parse_cluster_inline(text).unwrap_err().to_string();
+        assert!(msg.starts_with("cluster spec") && msg.contains(want), "{text}: {msg}");
+    }
+    let toml = "[[nodes]]\ncount = 4294967295\ngpu = \"v100\"\ngpus = 8\n";
+    let msg = parse_cluster_toml(toml, "c.toml").unwrap_err().to_string();
+    assert!(
+        msg.contains("c.toml [[nodes]] #1, key `count`: 4294967295 nodes make the cluster larger"),
+        "{msg}"
+    );
+    let toml = "[[nodes]]\ncount = 200000\ngpu = \"v100\"\ngpus = 8\n[[nodes]]\ncount = 200000\ngpu = \"k80\"\ngpus = 1\n";
+    let msg = parse_cluster_toml(toml, "c.toml").unwrap_err().to_string();
+    assert!(msg.contains("#1, key `count`: 200000 nodes x 8 GPUs make the cluster larger"), "{msg}");
+    // At the limits exactly: accepted.
+    assert_eq!(parse_cluster_inline("nodes=16384,gpus-per-node=64").unwrap().total_gpus(), 1 << 20);
+}
+
+#[test]
+fn inline_typos_of_settings_are_not_gpu_types() {
+    for (text, hint) in [
+        ("v100=8,gpus-per-nod=4", "`gpus-per-node`"),
+        ("nodes=2,gpus-per-node=8,cpu=4", "`cpus`"),
+        ("nodes=2,gpus-per-node=8,mem-gb=4", "`mem-gib`"),
+        ("node=60,gpus-per-node=8", "`nodes`"),
+    ] {
+        let msg = parse_cluster_inline(text).unwrap_err().to_string();
+        assert!(msg.ends_with(&format!("(did you mean {hint}?)")), "{text}: {msg}");
     }
 }
