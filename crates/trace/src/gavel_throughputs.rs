@@ -17,12 +17,9 @@ pub const UNCONSOLIDATED_SUFFIX: &str = "_unconsolidated";
 /// A throughput file that cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ThroughputsError {
-    #[error("{file}: {source}")]
-    Io {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The I/O error's text is in the message, so it is not chained as a source too.
+    #[error("{file}: {error}")]
+    Io { file: String, error: std::io::Error },
     #[error("{file}: not JSON: {message}")]
     Json { file: String, message: String },
     /// A key or value at `path` (worker type / job key / partner key) is malformed.
@@ -33,12 +30,12 @@ pub enum ThroughputsError {
 /// Reads a throughput table from `path` (plain JSON or gzip).
 pub fn read_gavel_throughputs(path: &Path) -> Result<ThroughputTable, ThroughputsError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| ThroughputsError::Io { file: file.clone(), source })?;
+    let bytes = std::fs::read(path).map_err(|error| ThroughputsError::Io { file: file.clone(), error })?;
     let text = if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut text = String::new();
         flate2::read::MultiGzDecoder::new(&bytes[..])
             .read_to_string(&mut text)
-            .map_err(|source| ThroughputsError::Io { file: file.clone(), source })?;
+            .map_err(|error| ThroughputsError::Io { file: file.clone(), error })?;
         text
     } else {
         String::from_utf8(bytes)

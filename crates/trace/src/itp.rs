@@ -25,11 +25,11 @@ pub fn read_itp(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
     let mut raw = Vec::new();
     for row in table.rows() {
         let row = row?;
-        let arrival_us = secs_to_us(row.non_negative_f64(submit)?);
-        let duration_secs = row.non_negative_f64(duration)?;
-        let mut job = RawJob::new(arrival_us, row.line, &tenant, row.positive_u32(gpus)?, duration_secs);
+        let arrival_us = secs_to_us(row.relative_arrival_secs(submit)?);
+        let duration_secs = row.duration_secs(duration)?;
+        let mut job = RawJob::new(arrival_us, row.line, &tenant, row.job_gpus(gpus)?, duration_secs);
         job.duration_estimate = Some(Span::from_secs_f64_ceil(duration_secs));
         raw.push(job);
     }
-    assemble(file, raw, slice, Clock::Relative, ReadReport::default())
+    assemble(file, raw, slice, Clock::Relative, ReadReport::arrivals_in("submission_time"))
 }

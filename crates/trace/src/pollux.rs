@@ -61,10 +61,11 @@ pub fn read_pollux(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
         let gpu_secs = pollux_gpu_secs(application).ok_or_else(|| {
             row.error(app, format!("unknown application {application:?} (known: cifar10, ncf, deepspeech2, bert, yolov3, imagenet)"))
         })?;
-        let gpus = row.positive_u32(replicas)?;
+        let gpus = row.job_gpus(replicas)?;
         let batch_size = row.positive_u32(batch)?;
         let work = gpu_secs / f64::from(gpus);
-        let mut job = RawJob::new(secs_to_us(row.non_negative_f64(time)?), row.line, &tenant, gpus, work);
+        let mut job =
+            RawJob::new(secs_to_us(row.relative_arrival_secs(time)?), row.line, &tenant, gpus, work);
         job.duration_estimate = Some(Span::from_secs_f64_ceil(work));
         job.job_type = Some(format!("{application} (batch size {batch_size})"));
         raw.push(job);
@@ -74,5 +75,6 @@ pub fn read_pollux(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
         "pollux: run times are modelled (median Philly GPU time of the job's size bucket / num_replicas), not recorded"
             .to_string(),
     );
+    report.arrival_field = "time";
     assemble(file, raw, slice, Clock::Relative, report)
 }
