@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use cotenant_core::{JobSpec, TenantSpec};
+use cotenant_core::{JobId, JobSpec, TenantSpec};
 
 mod cluster_config;
 mod error;
@@ -62,6 +62,18 @@ pub struct Workload {
     /// Transformations that kept rows but changed or modelled something
     /// (slicing, modelled run times, fractional GPUs rounded up, ...), one line each.
     pub notes: Vec<String>,
+}
+
+impl Workload {
+    /// Where job `job` came from, for error messages about one job found after
+    /// reading (an unknown Gavel job type, a job too wide for the cluster):
+    /// `"g.trace line 7"`, or `"job 7 of <source>"` for a generated job.
+    pub fn locate(&self, job: JobId) -> String {
+        match self.lines.get(job.0 as usize) {
+            Some(&line) if line > 0 => format!("{} line {line}", self.source),
+            _ => format!("job {} of {}", job.0, self.source),
+        }
+    }
 }
 
 /// A group of rows that a reader skipped on purpose.
