@@ -10,7 +10,7 @@ use cotenant_core::limits::MAX_JOB_STEPS;
 
 use crate::error::TraceError;
 use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
-use crate::text::{data_lines, file_stem, read_text, secs_to_us, Row};
+use crate::text::{data_lines, file_stem, read_bytes, secs_to_us, text_from_bytes, Row};
 use crate::Workload;
 
 const SEVEN: [&str; 7] =
@@ -65,9 +65,16 @@ const LAYOUT_10: Layout = Layout {
 /// the notes.
 pub fn read_gavel(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
     check_clock(slice, Clock::Relative)?;
+    parse_gavel(path, read_bytes(path)?, slice)
+}
+
+/// [`read_gavel`] on bytes already in memory (plain or gzip); `path` only names them
+/// (in errors, and the tenant where the file name is the tenant).
+pub fn parse_gavel(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::Relative)?;
     let file = path.display().to_string();
     let tenant = file_stem(path);
-    let text = read_text(path)?;
+    let text = text_from_bytes(path, bytes)?;
     let mut raw = Vec::new();
     let (mut with_slo, mut fractional_weights) = (0u64, 0u64);
     for (line, content) in data_lines(&text) {

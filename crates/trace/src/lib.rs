@@ -35,7 +35,8 @@ pub use error::TraceError;
 pub use gavel::{read_gavel, write_gavel_trace};
 pub use itp::read_itp;
 pub use openb::{
-    read_openb_nodes, read_openb_pods, SKIP_CPU_NODE, SKIP_CPU_ONLY, SKIP_NEVER_SCHEDULED, SKIP_NO_DELETION,
+    parse_openb_nodes, read_openb_nodes, read_openb_pods, SKIP_CPU_NODE, SKIP_CPU_ONLY, SKIP_NEVER_SCHEDULED,
+    SKIP_NO_DELETION,
 };
 pub use philly::{apply_vc_quotas, largest_remainder, read_philly, read_philly_vc, VcNodes};
 pub use pollux::{pollux_gpu_secs, read_pollux, POLLUX_BUCKET_MEDIAN_GPU_SECS};
@@ -147,6 +148,24 @@ pub fn read_trace(kind: TraceKind, path: &Path, slice: &Slice) -> Result<Workloa
         TraceKind::Pollux => read_pollux(path, slice),
         TraceKind::Tiresias => read_tiresias(path, slice),
         TraceKind::Openb => read_openb_pods(path, slice),
+    }
+}
+
+/// [`read_trace`] on bytes already in memory (plain or gzip): `path` only names
+/// them in errors and, for single-tenant formats, gives the tenant its name.
+pub fn parse_trace(
+    kind: TraceKind,
+    path: &Path,
+    bytes: Vec<u8>,
+    slice: &Slice,
+) -> Result<Workload, TraceError> {
+    match kind {
+        TraceKind::Philly => philly::parse_philly(path, bytes, slice),
+        TraceKind::Itp => itp::parse_itp(path, bytes, slice),
+        TraceKind::Gavel => gavel::parse_gavel(path, bytes, slice),
+        TraceKind::Pollux => pollux::parse_pollux(path, bytes, slice),
+        TraceKind::Tiresias => tiresias::parse_tiresias(path, bytes, slice),
+        TraceKind::Openb => openb::parse_openb_pods(path, bytes, slice),
     }
 }
 

@@ -10,7 +10,7 @@ use cotenant_core::{ClusterSpec, NodeSpec, Span};
 
 use crate::error::TraceError;
 use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
-use crate::text::{exceeds_secs, file_stem, read_text, secs_to_us, Row, Table};
+use crate::text::{exceeds_secs, file_stem, read_bytes, secs_to_us, text_from_bytes, Row, Table};
 use crate::{SkipCount, Workload};
 
 /// Skip reasons, as they appear in [`Workload::skipped`].
@@ -67,9 +67,16 @@ fn pod_columns(table: &Table<'_>) -> Result<PodColumns, TraceError> {
 /// reading one is an error.
 pub fn read_openb_pods(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
     check_clock(slice, Clock::Relative)?;
+    parse_openb_pods(path, read_bytes(path)?, slice)
+}
+
+/// [`read_openb_pods`] on bytes already in memory (plain or gzip); `path` only names them
+/// (in errors, and the tenant where the file name is the tenant).
+pub fn parse_openb_pods(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::Relative)?;
     let file = path.display().to_string();
     let tenant = file_stem(path);
-    let text = read_text(path)?;
+    let text = text_from_bytes(path, bytes)?;
     let table = Table::parse(&file, &text, ',')?;
     let cols = pod_columns(&table)?;
     let mut raw = Vec::new();
@@ -160,8 +167,13 @@ fn pod_job(
 /// (rounded down); racks are groups of 16 nodes in file order (the trace has no
 /// topology). CPU-only nodes are skipped and counted.
 pub fn read_openb_nodes(path: &Path) -> Result<(ClusterSpec, Vec<SkipCount>), TraceError> {
+    parse_openb_nodes(path, read_bytes(path)?)
+}
+
+/// [`read_openb_nodes`] on bytes already in memory (plain or gzip); `path` only names them.
+pub fn parse_openb_nodes(path: &Path, bytes: Vec<u8>) -> Result<(ClusterSpec, Vec<SkipCount>), TraceError> {
     let file = path.display().to_string();
-    let text = read_text(path)?;
+    let text = text_from_bytes(path, bytes)?;
     let table = Table::parse(&file, &text, ',')?;
     let (sn, cpu, mem, gpu, model) = (
         table.column("sn")?,

@@ -8,7 +8,7 @@ use cotenant_core::{Span, TenantSpec};
 
 use crate::error::TraceError;
 use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
-use crate::text::{read_text, Row, Table};
+use crate::text::{read_bytes, read_text, text_from_bytes, Row, Table};
 use crate::wallclock::{format_wall_clock, parse_wall_clock_us};
 use crate::Workload;
 
@@ -20,8 +20,15 @@ use crate::Workload;
 /// submission time, ties in file order.
 pub fn read_philly(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
     check_clock(slice, Clock::WallClock)?;
+    parse_philly(path, read_bytes(path)?, slice)
+}
+
+/// [`read_philly`] on bytes already in memory (plain or gzip); `path` only names them
+/// (in errors, and the tenant where the file name is the tenant).
+pub fn parse_philly(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::WallClock)?;
     let file = path.display().to_string();
-    let text = read_text(path)?;
+    let text = text_from_bytes(path, bytes)?;
     let table = Table::parse(&file, &text, ',')?;
     let timestamp = table.column("timestamp")?;
     let duration = table.column("duration")?;

@@ -123,13 +123,10 @@ fn azure_from_bytes(bytes: Vec<u8>, file: &str) -> Result<RequestTrace, RequestT
 /// An Azure `TIMESTAMP` as microseconds since 1970, within the limits.
 fn azure_timestamp(row: &Row<'_>, column: usize) -> Result<u64, TraceError> {
     let text = row.str(column);
-    let bad = |reason: String| {
-        row.error(column, format!("`{text}` is not `YYYY-MM-DD HH:MM:SS[.fraction]`: {reason}"))
-    };
     if !text.contains([' ', 'T']) {
-        return Err(bad("no time of day".to_string()));
+        return Err(row.error(column, format!("expected `YYYY-MM-DD HH:MM:SS[.fraction]`, got {text:?}")));
     }
-    let us = crate::wallclock::parse_wall_clock_us(text).map_err(bad)?;
+    let us = crate::wallclock::parse_wall_clock_us(text).map_err(|reason| row.error(column, reason))?;
     if !(MIN_UNIX_SECONDS..=MAX_UNIX_SECONDS).contains(&us.div_euclid(1_000_000)) {
         return Err(row.error(
             column,

@@ -17,6 +17,13 @@ pub fn read_text(path: &Path) -> Result<String, TraceError> {
     decode_utf8(&path.display().to_string(), bytes)
 }
 
+/// Bytes of a file already in memory as text: gunzipped when gzip, then UTF-8
+/// (errors by line); `path` names them in errors.
+pub fn text_from_bytes(path: &Path, bytes: Vec<u8>) -> Result<String, TraceError> {
+    let file = path.display().to_string();
+    decode_utf8(&file, gunzip_if_gzip(&file, bytes)?)
+}
+
 /// Reads a whole file's bytes, decompressing it when it is gzip (magic bytes decide).
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>, TraceError> {
     let bytes = std::fs::read(path).map_err(|e| TraceError::io(path, e))?;
@@ -248,13 +255,17 @@ impl<'a> Row<'a> {
                 ),
             ));
         }
-        Ok(self.u64(column)? as u32)
+        let gpus = self.u64(column)?;
+        // Below the limit (checked above), so it fits in u32.
+        u32::try_from(gpus).map_err(|_| self.expected(column, "an integer below 2^32"))
     }
 
-    /// Whether the field is an integer (of any size) above [`MAX_GPUS_PER_JOB`].
+    /// Whether the field is an integer (of any size, `+` sign allowed) above
+    /// [`MAX_GPUS_PER_JOB`].
     fn gpu_count_too_large(&self, column: usize) -> bool {
         let text = self.str(column);
         let digits = text.strip_suffix(".0").unwrap_or(text);
+        let digits = digits.strip_prefix('+').unwrap_or(digits);
         !digits.is_empty()
             && digits.bytes().all(|b| b.is_ascii_digit())
             && digits.parse::<u64>().map_or(true, |v| v > u64::from(MAX_GPUS_PER_JOB))

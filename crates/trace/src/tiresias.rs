@@ -7,7 +7,7 @@ use cotenant_core::Span;
 
 use crate::error::TraceError;
 use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
-use crate::text::{file_stem, read_text, secs_to_us, Table};
+use crate::text::{file_stem, read_bytes, secs_to_us, text_from_bytes, Table};
 use crate::Workload;
 
 /// Reads a Tiresias job CSV. One tenant named after the file; `work` is
@@ -16,9 +16,16 @@ use crate::Workload;
 /// inter-arrival gap, a non-negative number) are checked but not used: `submit_time` already places the job.
 pub fn read_tiresias(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
     check_clock(slice, Clock::Relative)?;
+    parse_tiresias(path, read_bytes(path)?, slice)
+}
+
+/// [`read_tiresias`] on bytes already in memory (plain or gzip); `path` only names them
+/// (in errors, and the tenant where the file name is the tenant).
+pub fn parse_tiresias(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::Relative)?;
     let file = path.display().to_string();
     let tenant = file_stem(path);
-    let text = read_text(path)?;
+    let text = text_from_bytes(path, bytes)?;
     let table = Table::parse(&file, &text, ',')?;
     let gpus = table.column("num_gpu")?;
     let submit = table.column("submit_time")?;

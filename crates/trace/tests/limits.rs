@@ -78,7 +78,8 @@ fn philly_dates_outside_1990_2100_are_errors() {
 
 #[test]
 fn gpu_counts_above_the_limit_are_errors() {
-    for value in ["4294967295", "1048577", "99999999999999999999999"] {
+    // "+1048577" came from the fuzzer: a leading `+` slipped past the limit.
+    for value in ["4294967295", "1048577", "+1048577", "99999999999999999999999", "1048577.0"] {
         let msg = philly_err(&format!("2017-11-06 00:00:00,10,{value},10,aaa\n"));
         assert_names(&msg, "philly.csv", 2, "num_gpus");
         assert!(
