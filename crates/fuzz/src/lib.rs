@@ -224,6 +224,10 @@ pub struct Config {
     pub max_execs: u64,
     /// How long one call may take before it is a finding.
     pub call_timeout: Duration,
+    /// When set, each input is written here before it runs, so that a crash the
+    /// harness cannot catch (an allocation failure under `ulimit -v`, a stack
+    /// overflow) leaves its reproducer behind. Slower; used to replay a crashed run.
+    pub save_current: Option<PathBuf>,
 }
 
 /// Largest input the mutator builds (bytes).
@@ -766,6 +770,9 @@ pub fn run_target(target: &Target, config: &Config) -> Report {
             input
         };
         report.execs += 1;
+        if let Some(current) = &config.save_current {
+            let _ = std::fs::write(current, &input);
+        }
         let (reply_tx, reply_rx) = mpsc::channel();
         if job_tx.send((input.clone(), reply_tx)).is_err() {
             break;

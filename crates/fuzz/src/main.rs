@@ -3,8 +3,13 @@
 //!
 //! ```text
 //! cotenant-fuzz [--seconds-per-target N] [--seed S] [--target NAME]... [--max-execs M]
-//!               [--findings DIR] [--timeout-ms T] [--list]
+//!               [--findings DIR] [--timeout-ms T] [--data DIR] [--save-current FILE]
+//!               [--no-header] [--list]
 //! ```
+//!
+//! Columns: executions, inputs that parsed, distinct kinds of error, then findings
+//! by kind (panics, calls over the time bound, limit violations on a successful
+//! parse, errors that do not name the file or repeat themselves).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,7 +18,7 @@ use std::time::Duration;
 use cotenant_fuzz::{escape, quiet_panics, run_target, targets, Config};
 
 const USAGE: &str = "usage: cotenant-fuzz [--seconds-per-target N] [--seed S] [--target NAME]... \
-[--max-execs M] [--findings DIR] [--timeout-ms T] [--data DIR] [--list]";
+[--max-execs M] [--findings DIR] [--timeout-ms T] [--data DIR] [--save-current FILE] [--no-header] [--list]";
 
 struct Args {
     seconds: f64,
@@ -24,6 +29,8 @@ struct Args {
     timeout_ms: u64,
     data: PathBuf,
     list: bool,
+    header: bool,
+    save_current: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -36,6 +43,8 @@ fn parse_args() -> Result<Args, String> {
         timeout_ms: 2_000,
         data: cotenant_trace::bundled_data_dir(),
         list: false,
+        header: true,
+        save_current: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -61,6 +70,8 @@ fn parse_args() -> Result<Args, String> {
             "--findings" => args.findings = Some(PathBuf::from(value(&flag)?)),
             "--data" => args.data = PathBuf::from(value(&flag)?),
             "--list" => args.list = true,
+            "--no-header" => args.header = false,
+            "--save-current" => args.save_current = Some(PathBuf::from(value(&flag)?)),
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -95,13 +106,16 @@ fn main() -> ExitCode {
         time_per_target: Duration::from_secs_f64(args.seconds),
         max_execs: args.max_execs,
         call_timeout: Duration::from_millis(args.timeout_ms),
+        save_current: args.save_current.clone(),
     };
     quiet_panics();
     let mut findings = 0usize;
-    println!(
-        "{:<15} {:>10} {:>9} {:>9} {:>7} {:>9} {:>11} {:>10} {:>8}",
-        "target", "execs", "ok", "errors", "panics", "timeouts", "violations", "bad-error", "seconds"
-    );
+    if args.header {
+        println!(
+            "{:<15} {:>10} {:>9} {:>9} {:>7} {:>9} {:>11} {:>10} {:>8}",
+            "target", "execs", "ok", "errors", "panics", "timeouts", "violations", "bad-error", "seconds"
+        );
+    }
     for target in all.iter().filter(|t| args.targets.is_empty() || args.targets.iter().any(|n| n == t.name)) {
         let report = run_target(target, &config);
         println!(

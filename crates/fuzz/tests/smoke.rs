@@ -25,6 +25,7 @@ fn every_target_runs_clean_for_2000_execs() {
         time_per_target: Duration::from_secs(60),
         max_execs: 2_000,
         call_timeout: Duration::from_secs(10),
+        save_current: None,
     };
     let all = targets(&cotenant_trace::bundled_data_dir());
     assert_eq!(all.len(), 11);
@@ -52,6 +53,7 @@ fn the_same_seed_gives_the_same_run() {
         time_per_target: Duration::from_secs(60),
         max_execs: 300,
         call_timeout: Duration::from_secs(10),
+        save_current: None,
     };
     let all = targets(&cotenant_trace::bundled_data_dir());
     let philly = all.iter().find(|t| t.name == "philly").expect("philly target");
