@@ -63,5 +63,8 @@ pub const MIN_UNIX_SECONDS: i64 = 631_152_000;
 /// Latest absolute timestamp a trace may carry: 2100-01-01T00:00:00Z (Unix seconds).
 pub const MAX_UNIX_SECONDS: i64 = 4_102_444_800;
 
+/// Most tenants in one workload (`--synthetic tenants=N`, weights lists).
+pub const MAX_TENANTS: usize = 1_000_000;
+
 /// Most accounts in one fair-share account tree.
 pub const MAX_ACCOUNTS: usize = 1_000_000;
