@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use cotenant_core::limits::{MAX_UNIX_SECONDS, MIN_UNIX_SECONDS};
+use cotenant_core::limits::{MAX_CLUSTER_NODES, MAX_UNIX_SECONDS, MIN_UNIX_SECONDS};
 use cotenant_core::{Span, TenantSpec};
 
 use crate::error::TraceError;
@@ -88,7 +88,17 @@ pub fn read_philly_vc(path: &Path) -> Result<Vec<VcNodes>, TraceError> {
     let mut out = Vec::new();
     for row in table.rows() {
         let row = row?;
-        out.push(VcNodes { vc: row.str(vc).to_string(), nodes: row.u32(nodes)? });
+        let count = row.u32(nodes)?;
+        if u64::from(count) > MAX_CLUSTER_NODES {
+            return Err(row.error(
+                nodes,
+                format!("{count} nodes exceeds the limit of {MAX_CLUSTER_NODES} (core::limits::MAX_CLUSTER_NODES)"),
+            ));
+        }
+        if row.str(vc).is_empty() {
+            return Err(row.error(vc, "expected a VC name, got an empty field"));
+        }
+        out.push(VcNodes { vc: row.str(vc).to_string(), nodes: count });
     }
     Ok(out)
 }

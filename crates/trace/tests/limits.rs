@@ -383,3 +383,39 @@ fn mooncake_errors_name_line_and_field_and_bound_timestamps() {
     assert!(msg.starts_with("m.jsonl line 2: not a JSON object"), "{msg}");
     assert!(!msg.contains("at line 1"), "{msg}");
 }
+
+#[test]
+fn synthetic_specs_are_bounded() {
+    use cotenant_trace::SyntheticSpec;
+    let cases = [
+        ("durations=1e308", "durations", "MAX_JOB_DURATION"),
+        ("durations=1e12", "durations", "1e12 s exceeds the limit of 366 days"),
+        ("gpus=4294967295", "gpus", "MAX_GPUS_PER_JOB"),
+        ("gpus=x", "gpus", "expected `gavel` or a positive integer"),
+        ("gpus=1048577", "gpus", "MAX_GPUS_PER_JOB"),
+        ("tenants=1000000000", "tenants", "MAX_TENANTS"),
+        ("jobs=10000000,rate=1e-300/h", "rate", "MAX_ARRIVAL_SPAN"),
+        ("jobs=1000,rate=0.01/h", "rate", "MAX_ARRIVAL_SPAN"),
+    ];
+    for (spec, key, text) in cases {
+        let msg = SyntheticSpec::parse(spec).expect_err(spec).to_string();
+        assert!(msg.contains(&format!("key `{key}`")) && msg.contains(text), "{spec}: {msg}");
+    }
+    assert!(SyntheticSpec::parse("jobs=1000,rate=1/h,durations=31622400,gpus=1048576").is_ok());
+}
+
+#[test]
+fn philly_vc_node_counts_are_bounded() {
+    let dir = TempDir::new("vc");
+    let path = dir.write("philly_vc.csv", "vc,node num\nabc,4294967295\n");
+    let msg = cotenant_trace::read_philly_vc(&path).expect_err("too many nodes").to_string();
+    assert_names(&msg, "philly_vc.csv", 2, "node num");
+    assert!(msg.contains("MAX_CLUSTER_NODES"), "{msg}");
+    let path = dir.write("philly_vc.csv", "vc,node num\n,4\n");
+    assert_names(
+        &cotenant_trace::read_philly_vc(&path).expect_err("no name").to_string(),
+        "philly_vc.csv",
+        2,
+        "vc",
+    );
+}
