@@ -124,6 +124,16 @@ fn pod_job(
         report.skip(SKIP_CPU_ONLY);
         return Ok(None);
     }
+    if gpus > 1 && gpu_milli < 1000 {
+        // The notes would say "run as a whole 1-GPU job", which it would not be.
+        return Err(row.error(
+            c.gpu_milli,
+            format!(
+                "a GPU share (gpu_milli {gpu_milli} < 1000) is only meaningful for a 1-GPU pod, \
+                 but num_gpu is {gpus}"
+            ),
+        ));
+    }
     if row.str(c.scheduled).is_empty() {
         report.skip(SKIP_NEVER_SCHEDULED);
         return Ok(None);

@@ -419,3 +419,11 @@ fn philly_vc_node_counts_are_bounded() {
         "vc",
     );
 }
+
+#[test]
+fn openb_fractional_share_of_several_gpus_is_an_error() {
+    let msg =
+        read_err(TraceKind::Openb, "p.csv", &format!("{OPENB_HEADER}p,1000,10,4,500,,LS,Running,5,30,20\n"));
+    assert_names(&msg, "p.csv", 2, "gpu_milli");
+    assert!(msg.contains("num_gpu is 4"), "{msg}");
+}
