@@ -120,6 +120,65 @@ pub fn parse_job_key(text: &str) -> Option<JobTypeKey> {
     (scale_factor >= 1).then(|| JobTypeKey::new(model, scale_factor))
 }
 
+/// Checks, before a run, that every job of `workload` has an isolated (consolidated)
+/// rate in `table` for its job type and scale factor on every GPU type of the cluster
+/// (`gpu_types`, matched ignoring ASCII case as the simulator matches them). An error
+/// names the job's file, line and field (`g.trace line 7, field job_type: ...`), which
+/// the simulator's own check, by job id, cannot.
+pub fn check_workload_rates(
+    workload: &crate::Workload,
+    table: &ThroughputTable,
+    gpu_types: &[String],
+) -> Result<(), crate::TraceError> {
+    let table_types: Vec<(usize, &String)> = gpu_types
+        .iter()
+        .filter_map(|name| {
+            table.gpu_types().iter().position(|t| t.eq_ignore_ascii_case(name)).map(|i| (i, name))
+        })
+        .collect();
+    for (i, job) in workload.jobs.iter().enumerate() {
+        let line = workload.lines.get(i).copied().unwrap_or(0);
+        let fail = |field: &str, message: String| match line {
+            0 => crate::TraceError::File {
+                file: workload.source.clone(),
+                message: format!("job {i}, {field}: {message}"),
+            },
+            _ => crate::TraceError::Field {
+                file: workload.source.clone(),
+                line,
+                field: field.to_string(),
+                message,
+            },
+        };
+        let Some(name) = job.job_type.and_then(|t| workload.job_types.get(t as usize)) else {
+            return Err(fail("job_type", "no job type; a throughput table needs one".to_string()));
+        };
+        let key = JobTypeKey::new(name.clone(), job.gpus.max(1));
+        for &(t, gpu_type) in &table_types {
+            if table.consolidated(&key, t).is_none() {
+                let scales: Vec<String> = table
+                    .job_types()
+                    .filter(|k| k.model == *name)
+                    .map(|k| k.scale_factor.to_string())
+                    .collect();
+                let known = if scales.is_empty() {
+                    format!("the table has no job type {name:?} at any scale factor")
+                } else {
+                    format!("the table has {name:?} at scale factors {}", scales.join(", "))
+                };
+                return Err(fail(
+                    "job_type",
+                    format!(
+                        "no throughput for {name:?} at scale factor {} on GPU type {gpu_type} ({known})",
+                        job.gpus
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -427,3 +427,33 @@ fn openb_fractional_share_of_several_gpus_is_an_error() {
     assert_names(&msg, "p.csv", 2, "gpu_milli");
     assert!(msg.contains("num_gpu is 4"), "{msg}");
 }
+
+/// Gavel: a job type missing from the throughput table is named by file, line and field.
+#[test]
+fn gavel_job_type_missing_from_the_table_names_the_line() {
+    use cotenant_trace::gavel_throughputs::{check_workload_rates, parse_gavel_throughputs};
+    let table = parse_gavel_throughputs(
+        r#"{"v100": {"('ResNet-18 (batch size 64)', 1)": {"null": 10.0}}, "k80": {"('ResNet-18 (batch size 64)', 1)": {"null": 2.0}}}"#,
+        "t.json",
+    )
+    .expect("table");
+    let dir = TempDir::new("gavel-types");
+    let path = dir.write(
+        "g.trace",
+        "ResNet-18 (batch size 64)\tcmd\t-n\t1\t10\t0\t1\n\nLM (batch size 5)\tcmd\t-n\t1\t10\t5\t1\n\
+         ResNet-18 (batch size 64)\tcmd\t-n\t1\t10\t9\t2\n",
+    );
+    let w = read_trace(TraceKind::Gavel, &path, &Slice::all()).expect("reads");
+    let gpus = ["V100".to_string(), "k80".to_string()];
+    let msg = check_workload_rates(&w, &table, &gpus).expect_err("unknown type").to_string();
+    assert_names(&msg, "g.trace", 3, "job_type");
+    assert!(msg.contains("no job type \"LM (batch size 5)\" at any scale factor"), "{msg}");
+    let path = dir.write("h.trace", "ResNet-18 (batch size 64)\tcmd\t-n\t1\t10\t9\t2\n");
+    let w = read_trace(TraceKind::Gavel, &path, &Slice::all()).expect("reads");
+    let msg = check_workload_rates(&w, &table, &gpus).expect_err("scale 2").to_string();
+    assert_names(&msg, "h.trace", 1, "job_type");
+    assert!(msg.contains("at scale factor 2 on GPU type V100") && msg.contains("scale factors 1"), "{msg}");
+    let path = dir.write("ok.trace", "ResNet-18 (batch size 64)\tcmd\t-n\t1\t10\t9\t1\n");
+    let w = read_trace(TraceKind::Gavel, &path, &Slice::all()).expect("reads");
+    assert!(check_workload_rates(&w, &table, &gpus).is_ok());
+}
