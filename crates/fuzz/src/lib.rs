@@ -14,8 +14,9 @@
 //! - **limits**: a successful parse satisfies `cotenant_core::limits` (every
 //!   duration, GPU count, arrival span, token count, cluster size) and the
 //!   documented invariants (ids, sorted arrivals, tenant indices);
-//! - **error quality**: an error names the input file, and no text is repeated
-//!   between an error and its `source()` chain (what anyhow's `{:#}` prints).
+//! - **error quality**: an error names the input file, a line it names exists in the
+//!   input, and no text is repeated between an error and its `source()` chain (what
+//!   anyhow's `{:#}` prints).
 //!
 //! Inputs that produce an error message not seen before (digits and quoted values
 //! ignored) join the corpus, a cheap stand-in for coverage feedback, and so do a
@@ -329,6 +330,13 @@ fn call(entry: Entry, file_name: &str, path: &Path, input: &[u8]) -> Outcome {
             if !inline && !message.contains(file_name) {
                 problems.push(format!("error does not name the file {file_name}: {message}"));
             }
+            if let Some(line) = named_line(&message, file_name) {
+                let lines = physical_lines(input);
+                if line == 0 || line > lines {
+                    problems
+                        .push(format!("error names line {line}, but the input has {lines} lines: {message}"));
+                }
+            }
             if let Some(repeat) = repeated_segment(&message) {
                 problems.push(format!("error repeats {repeat:?}: {message}"));
             }
@@ -352,6 +360,20 @@ fn is_toml(input: &[u8]) -> bool {
     text.trim().contains('\n') || text.contains('[')
 }
 
+/// The line an error names right after the file name (`"f.csv line 17, ..."`).
+pub fn named_line(message: &str, file_name: &str) -> Option<u64> {
+    let rest = &message[message.find(file_name)? + file_name.len()..];
+    let digits = rest.strip_prefix(" line ")?;
+    let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+    digits[..end].parse().ok()
+}
+
+/// Physical lines of an input as a reader counts them (gzip inputs are not mutated
+/// into being, so bytes are the text): newlines plus one.
+pub fn physical_lines(input: &[u8]) -> u64 {
+    input.iter().filter(|&&b| b == b'\n').count() as u64 + 1
+}
+
 /// The error and its sources joined by ": " (anyhow's `{:#}`).
 pub fn chain(err: &dyn Error) -> String {
     let mut text = err.to_string();
@@ -364,9 +386,10 @@ pub fn chain(err: &dyn Error) -> String {
     text
 }
 
-/// A `": "`-separated segment that immediately repeats (`"x: y: y"` -> `"y"`).
+/// A `": "`-separated segment that immediately repeats (`"x: y: y"` -> `"y"`), on the
+/// message's first line (later lines may quote the input, which may repeat itself).
 pub fn repeated_segment(message: &str) -> Option<String> {
-    let parts: Vec<&str> = message.split(": ").collect();
+    let parts: Vec<&str> = message.lines().next().unwrap_or("").split(": ").collect();
     parts.windows(2).find(|w| w[0] == w[1] && w[0].len() > 3).map(|w| w[0].to_string())
 }
 

@@ -60,3 +60,16 @@ fn the_same_seed_gives_the_same_run() {
     let (a, b) = (run_target(philly, &config), run_target(philly, &config));
     assert_eq!((a.ok, a.distinct_errors), (b.ok, b.distinct_errors));
 }
+
+#[test]
+fn oracle_helpers() {
+    use cotenant_fuzz::{named_line, physical_lines, repeated_segment};
+    assert_eq!(
+        repeated_segment("f.gz: incomplete deflate stream: incomplete deflate stream").as_deref(),
+        Some("incomplete deflate stream")
+    );
+    assert_eq!(repeated_segment("t.toml: TOML parse error\n x: x: x"), None);
+    assert_eq!(named_line("/tmp/p.csv line 17, field x: y", "p.csv"), Some(17));
+    assert_eq!(named_line("p.csv: empty file", "p.csv"), None);
+    assert_eq!(physical_lines(b"a\n\nb"), 3);
+}
