@@ -31,16 +31,22 @@ pub enum ThroughputsError {
 pub fn read_gavel_throughputs(path: &Path) -> Result<ThroughputTable, ThroughputsError> {
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|error| ThroughputsError::Io { file: file.clone(), error })?;
-    let text = if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut text = String::new();
+    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
         flate2::read::MultiGzDecoder::new(&bytes[..])
-            .read_to_string(&mut text)
+            .read_to_end(&mut out)
             .map_err(|error| ThroughputsError::Io { file: file.clone(), error })?;
-        text
+        out
     } else {
-        String::from_utf8(bytes)
-            .map_err(|e| ThroughputsError::Json { file: file.clone(), message: e.to_string() })?
+        bytes
     };
+    // Invalid UTF-8 is reported by line and column, not by byte offset.
+    let text = crate::text::decode_utf8(&file, bytes).map_err(|e| match e {
+        crate::TraceError::Row { line, message, .. } => {
+            ThroughputsError::Json { file: file.clone(), message: format!("line {line}: {message}") }
+        }
+        other => ThroughputsError::Json { file: file.clone(), message: other.to_string() },
+    })?;
     parse_gavel_throughputs(&text, &file)
 }
 

@@ -457,3 +457,13 @@ fn gavel_job_type_missing_from_the_table_names_the_line() {
     let w = read_trace(TraceKind::Gavel, &path, &Slice::all()).expect("reads");
     assert!(check_workload_rates(&w, &table, &gpus).is_ok());
 }
+
+#[test]
+fn throughput_table_utf8_errors_name_the_line() {
+    let dir = TempDir::new("tput");
+    let path = dir.path().join("t.json");
+    std::fs::write(&path, b"{\n\"v100\": {\"\xff\": {}}\n}\n").expect("write");
+    let err = cotenant_trace::gavel_throughputs::read_gavel_throughputs(&path).expect_err("not utf-8");
+    let msg = chain(&err);
+    assert!(msg.contains("t.json: not JSON: line 2: not UTF-8 text (invalid byte at column 11)"), "{msg}");
+}
