@@ -8,6 +8,7 @@
 use std::io::Read;
 use std::path::Path;
 
+use cotenant_core::limits::MAX_JOB_DURATION;
 use cotenant_perf::throughput::{JobTypeKey, PairRates, ThroughputTable};
 use serde_json::Value;
 
@@ -128,7 +129,8 @@ pub fn parse_job_key(text: &str) -> Option<JobTypeKey> {
 
 /// Checks, before a run, that every job of `workload` has an isolated (consolidated)
 /// rate in `table` for its job type and scale factor on every GPU type of the cluster
-/// (`gpu_types`, matched ignoring ASCII case as the simulator matches them). An error
+/// (`gpu_types`, matched ignoring ASCII case as the simulator matches them), and that
+/// at each positive rate its steps take at most `MAX_JOB_DURATION`. An error
 /// names the job's file, line and field (`g.trace line 7, field job_type: ...`), which
 /// the simulator's own check, by job id, cannot.
 pub fn check_workload_rates(
@@ -161,7 +163,23 @@ pub fn check_workload_rates(
         };
         let key = JobTypeKey::new(name.clone(), job.gpus.max(1));
         for &(t, gpu_type) in &table_types {
-            if table.consolidated(&key, t).is_none() {
+            let rate = table.consolidated(&key, t);
+            if let Some(rate) = rate.filter(|&r| r > 0.0) {
+                let secs = job.work / rate;
+                if secs > MAX_JOB_DURATION.as_secs_f64() {
+                    return Err(fail(
+                        "total_steps",
+                        format!(
+                            "{} steps at {rate} steps/s on {gpu_type} take {:.0} days, more than the limit of {} \
+                             (core::limits::MAX_JOB_DURATION)",
+                            job.work,
+                            secs / 86_400.0,
+                            crate::text::describe_span(MAX_JOB_DURATION)
+                        ),
+                    ));
+                }
+            }
+            if rate.is_none() {
                 let scales: Vec<String> = table
                     .job_types()
                     .filter(|k| k.model == *name)

@@ -453,6 +453,12 @@ fn gavel_job_type_missing_from_the_table_names_the_line() {
     let msg = check_workload_rates(&w, &table, &gpus).expect_err("scale 2").to_string();
     assert_names(&msg, "h.trace", 1, "job_type");
     assert!(msg.contains("at scale factor 2 on GPU type V100") && msg.contains("scale factors 1"), "{msg}");
+    // 10^11 steps at 10 steps/s on V100 (checked first): 115,741 days.
+    let path = dir.write("slow.trace", "ResNet-18 (batch size 64)\tcmd\t-n\t1\t100000000000\t9\t1\n");
+    let w = read_trace(TraceKind::Gavel, &path, &Slice::all()).expect("reads");
+    let msg = check_workload_rates(&w, &table, &gpus).expect_err("too slow").to_string();
+    assert_names(&msg, "slow.trace", 1, "total_steps");
+    assert!(msg.contains("10 steps/s on V100 take 115741 days") && msg.contains("MAX_JOB_DURATION"), "{msg}");
     let path = dir.write("ok.trace", "ResNet-18 (batch size 64)\tcmd\t-n\t1\t10\t9\t1\n");
     let w = read_trace(TraceKind::Gavel, &path, &Slice::all()).expect("reads");
     assert!(check_workload_rates(&w, &table, &gpus).is_ok());
@@ -466,4 +472,23 @@ fn throughput_table_utf8_errors_name_the_line() {
     let err = cotenant_trace::gavel_throughputs::read_gavel_throughputs(&path).expect_err("not utf-8");
     let msg = chain(&err);
     assert!(msg.contains("t.json: not JSON: line 2: not UTF-8 text (invalid byte at column 11)"), "{msg}");
+}
+
+/// The bundled Gavel traces pass the rate check on the bundled table (so the check
+/// changes nothing for them).
+#[test]
+fn bundled_gavel_traces_pass_the_rate_check() {
+    use cotenant_trace::gavel_throughputs::{check_workload_rates, read_gavel_throughputs};
+    let data = cotenant_trace::bundled_data_dir();
+    let table = read_gavel_throughputs(&data.join(cotenant_trace::BUNDLED_GAVEL_THROUGHPUTS)).expect("table");
+    let gpus = ["v100".to_string(), "p100".to_string(), "k80".to_string()];
+    let dir = data.join(cotenant_trace::BUNDLED_GAVEL_PHYSICAL);
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).expect("physical_cluster") {
+        let path = entry.expect("entry").path();
+        let w = read_trace(TraceKind::Gavel, &path, &Slice::all()).expect("reads");
+        check_workload_rates(&w, &table, &gpus).unwrap_or_else(|e| panic!("{e}"));
+        checked += 1;
+    }
+    assert_eq!(checked, 8);
 }
