@@ -55,6 +55,8 @@ pub enum Entry {
     ClusterConfig,
     /// `accounts::parse_tenant_config`.
     TenantConfig,
+    /// `gavel_throughputs::parse_gavel_throughputs`.
+    Throughputs,
 }
 
 /// One fuzz target: a reader or parser and its seed corpus.
@@ -156,6 +158,12 @@ pub fn targets(data: &Path) -> Vec<Target> {
             seeds: with(Vec::new(), CLUSTER_HAND),
         },
         Target {
+            name: "gavel_throughputs",
+            file_name: "simulation_throughputs.json",
+            entry: Entry::Throughputs,
+            seeds: with(Vec::new(), THROUGHPUTS_HAND),
+        },
+        Target {
             name: "tenant_config",
             file_name: "tenants.toml",
             entry: Entry::TenantConfig,
@@ -209,6 +217,10 @@ const CLUSTER_HAND: &[&str] = &[
      [[nodes]]\ngpu = \"k80\"\ngpus = 4\n\n[[tenants]]\nname = \"research\"\nweight = 2.0\n\
      gpu_quota = 120\ngpu_limit = 200\n",
 ];
+const THROUGHPUTS_HAND: &[&str] = &["{\"v100\": {\"('ResNet-18 (batch size 64)', 1)\": {\"null\": 10.5, \
+     \"('A3C', 1)\": [4.25, 1.0]}, \"('A3C', 1)\": {\"null\": 2.0}},\n\
+     \"v100_unconsolidated\": {\"('ResNet-18 (batch size 64)', 1)\": {\"null\": 9.0}},\n\
+     \"k80\": {\"('Transformer (batch size, 16)', 2)\": {\"null\": 0.3472236920519382}}}\n"];
 const TENANT_HAND: &[&str] = &[
     "[[account]]\nname = \"root-a\"\nshares = 2.0\n\n[[account]]\nname = \"alice\"\nparent = \"root-a\"\n\n\
      [[queue]]\ntenant = \"vc1\"\ncohort = \"gpu\"\nweight = 1.5\nnominal = { v100 = 8 }\n\
@@ -308,6 +320,23 @@ fn call(entry: Entry, file_name: &str, path: &Path, input: &[u8]) -> Outcome {
                 } else {
                     Ok(check_cluster(&cotenant_trace::parse_cluster_inline(&text)?))
                 }
+            }
+            Entry::Throughputs => {
+                let text = String::from_utf8_lossy(input);
+                let table = cotenant_trace::gavel_throughputs::parse_gavel_throughputs(&text, file_name)?;
+                let mut problems = Vec::new();
+                for key in table.job_types() {
+                    for t in 0..table.gpu_types().len() {
+                        for rate in
+                            [table.consolidated(key, t), table.unconsolidated(key, t)].into_iter().flatten()
+                        {
+                            if !(rate.is_finite() && rate >= 0.0) {
+                                problems.push(format!("{key}: rate {rate} on GPU type {t}"));
+                            }
+                        }
+                    }
+                }
+                Ok(problems)
             }
             Entry::TenantConfig => {
                 let text = String::from_utf8_lossy(input);

@@ -28,7 +28,7 @@ fn every_target_runs_clean_for_2000_execs() {
         save_current: None,
     };
     let all = targets(&cotenant_trace::bundled_data_dir());
-    assert_eq!(all.len(), 11);
+    assert_eq!(all.len(), 12);
     let mut failures = Vec::new();
     let configs = config_parsers_are_bounded();
     for target in &all {
