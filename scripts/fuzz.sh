@@ -38,6 +38,9 @@ for target in $TARGETS; do
     set -e
     if [ "$rc" -eq 1 ]; then
         status=1
+    elif [ "$rc" -eq 2 ]; then
+        echo "cotenant-fuzz: bad arguments (exit 2)" >&2
+        exit 2
     elif [ "$rc" -ne 0 ]; then
         status=1
         echo "$target: the fuzzer crashed (exit $rc); replaying with seed $SEED to keep the input"
