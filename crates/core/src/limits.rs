@@ -13,6 +13,11 @@ const DAY_US: u64 = 86_400 * MICROS_PER_SECOND;
 /// Longest run time (or duration estimate) of one training job: 366 days.
 pub const MAX_JOB_DURATION: Span = Span(366 * DAY_US);
 
+/// Most steps (iterations) one job may ask for, in traces that count work in steps
+/// (Gavel's `total_steps`): 10^11, about 366 days at 3,000 steps per second, faster
+/// than any job type in Gavel's throughput table.
+pub const MAX_JOB_STEPS: u64 = 100_000_000_000;
+
 /// Most GPUs one job may ask for (a million: more than any cluster we model).
 pub const MAX_GPUS_PER_JOB: u32 = 1 << 20;
 
@@ -57,6 +62,9 @@ pub const MIN_UNIX_SECONDS: i64 = 631_152_000;
 
 /// Latest absolute timestamp a trace may carry: 2100-01-01T00:00:00Z (Unix seconds).
 pub const MAX_UNIX_SECONDS: i64 = 4_102_444_800;
+
+/// Most tenants in one workload (`--synthetic tenants=N`, weights lists).
+pub const MAX_TENANTS: usize = 1_000_000;
 
 /// Most accounts in one fair-share account tree.
 pub const MAX_ACCOUNTS: usize = 1_000_000;

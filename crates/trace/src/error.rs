@@ -6,12 +6,11 @@ use std::path::Path;
 /// Reading or parsing a trace, a cluster config or a generator spec failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    #[error("{file}: {source}")]
-    Io {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file cannot be read (missing, unreadable, broken gzip). The I/O error's
+    /// text is part of this message, so it is not also chained as a `source`
+    /// (which would print it twice under anyhow's `{:#}`).
+    #[error("{file}: {error}")]
+    Io { file: String, error: std::io::Error },
     /// One field of one row is malformed.
     #[error("{file} line {line}, field {field}: {message}")]
     Field { file: String, line: u64, field: String, message: String },
@@ -40,7 +39,7 @@ pub enum TraceError {
 
 impl TraceError {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> TraceError {
-        TraceError::Io { file: path.display().to_string(), source }
+        TraceError::Io { file: path.display().to_string(), error: source }
     }
 
     pub(crate) fn file(file: &str, message: impl Into<String>) -> TraceError {

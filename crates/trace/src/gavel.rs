@@ -6,9 +6,11 @@
 use std::io::Write;
 use std::path::Path;
 
+use cotenant_core::limits::MAX_JOB_STEPS;
+
 use crate::error::TraceError;
 use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
-use crate::text::{data_lines, file_stem, read_text, secs_to_us, Row};
+use crate::text::{data_lines, file_stem, read_bytes, secs_to_us, text_from_bytes, Row};
 use crate::Workload;
 
 const SEVEN: [&str; 7] =
@@ -63,9 +65,16 @@ const LAYOUT_10: Layout = Layout {
 /// the notes.
 pub fn read_gavel(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
     check_clock(slice, Clock::Relative)?;
+    parse_gavel(path, read_bytes(path)?, slice)
+}
+
+/// [`read_gavel`] on bytes already in memory (plain or gzip); `path` only names them
+/// (in errors, and the tenant where the file name is the tenant).
+pub fn parse_gavel(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::Relative)?;
     let file = path.display().to_string();
     let tenant = file_stem(path);
-    let text = read_text(path)?;
+    let text = text_from_bytes(path, bytes)?;
     let mut raw = Vec::new();
     let (mut with_slo, mut fractional_weights) = (0u64, 0u64);
     for (line, content) in data_lines(&text) {
@@ -97,7 +106,7 @@ pub fn read_gavel(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
         }
         raw.push(job);
     }
-    let mut report = ReadReport::default();
+    let mut report = ReadReport::arrivals_in("arrival_time");
     if with_slo > 0 {
         report.notes.push(format!("gavel: {with_slo} jobs have an SLO, which cotenant does not model"));
     }
@@ -119,9 +128,14 @@ fn gavel_job(row: &Row<'_>, layout: &Layout, tenant: &str) -> Result<RawJob, Tra
         ));
     }
     let steps = row.u64(layout.total_steps)?;
-    let arrival_us = secs_to_us(row.non_negative_f64(layout.arrival)?);
-    let mut job =
-        RawJob::new(arrival_us, row.line, tenant, row.positive_u32(layout.scale_factor)?, steps as f64);
+    if steps > MAX_JOB_STEPS {
+        return Err(row.error(
+            layout.total_steps,
+            format!("{steps} steps exceeds the limit of {MAX_JOB_STEPS} steps (core::limits::MAX_JOB_STEPS)"),
+        ));
+    }
+    let arrival_us = secs_to_us(row.relative_arrival_secs(layout.arrival)?);
+    let mut job = RawJob::new(arrival_us, row.line, tenant, row.job_gpus(layout.scale_factor)?, steps as f64);
     job.job_type = Some(job_type.to_string());
     Ok(job)
 }
@@ -154,7 +168,7 @@ pub fn write_gavel_trace(workload: &Workload, out: &mut dyn Write) -> Result<(),
             "{name}\tcotenant-placeholder %s\t.\t--num_steps\t0\t{steps}\t{}\t{weight}\t-1.000000\t{arrival}",
             job.gpus
         )
-        .map_err(|e| TraceError::Io { file: target.to_string(), source: e })?;
+        .map_err(|e| TraceError::Io { file: target.to_string(), error: e })?;
     }
     Ok(())
 }

@@ -8,6 +8,7 @@
 use std::io::Read;
 use std::path::Path;
 
+use cotenant_core::limits::MAX_JOB_DURATION;
 use cotenant_perf::throughput::{JobTypeKey, PairRates, ThroughputTable};
 use serde_json::Value;
 
@@ -17,12 +18,9 @@ pub const UNCONSOLIDATED_SUFFIX: &str = "_unconsolidated";
 /// A throughput file that cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ThroughputsError {
-    #[error("{file}: {source}")]
-    Io {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The I/O error's text is in the message, so it is not chained as a source too.
+    #[error("{file}: {error}")]
+    Io { file: String, error: std::io::Error },
     #[error("{file}: not JSON: {message}")]
     Json { file: String, message: String },
     /// A key or value at `path` (worker type / job key / partner key) is malformed.
@@ -33,17 +31,23 @@ pub enum ThroughputsError {
 /// Reads a throughput table from `path` (plain JSON or gzip).
 pub fn read_gavel_throughputs(path: &Path) -> Result<ThroughputTable, ThroughputsError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| ThroughputsError::Io { file: file.clone(), source })?;
-    let text = if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut text = String::new();
+    let bytes = std::fs::read(path).map_err(|error| ThroughputsError::Io { file: file.clone(), error })?;
+    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
         flate2::read::MultiGzDecoder::new(&bytes[..])
-            .read_to_string(&mut text)
-            .map_err(|source| ThroughputsError::Io { file: file.clone(), source })?;
-        text
+            .read_to_end(&mut out)
+            .map_err(|error| ThroughputsError::Io { file: file.clone(), error })?;
+        out
     } else {
-        String::from_utf8(bytes)
-            .map_err(|e| ThroughputsError::Json { file: file.clone(), message: e.to_string() })?
+        bytes
     };
+    // Invalid UTF-8 is reported by line and column, not by byte offset.
+    let text = crate::text::decode_utf8(&file, bytes).map_err(|e| match e {
+        crate::TraceError::Row { line, message, .. } => {
+            ThroughputsError::Json { file: file.clone(), message: format!("line {line}: {message}") }
+        }
+        other => ThroughputsError::Json { file: file.clone(), message: other.to_string() },
+    })?;
     parse_gavel_throughputs(&text, &file)
 }
 
@@ -121,6 +125,82 @@ pub fn parse_job_key(text: &str) -> Option<JobTypeKey> {
     let (model, scale) = inner.rsplit_once("',")?;
     let scale_factor: u32 = scale.trim().parse().ok()?;
     (scale_factor >= 1).then(|| JobTypeKey::new(model, scale_factor))
+}
+
+/// Checks, before a run, that every job of `workload` has an isolated (consolidated)
+/// rate in `table` for its job type and scale factor on every GPU type of the cluster
+/// (`gpu_types`, matched ignoring ASCII case as the simulator matches them), and that
+/// at each positive rate its steps take at most `MAX_JOB_DURATION`. An error
+/// names the job's file, line and field (`g.trace line 7, field job_type: ...`), which
+/// the simulator's own check, by job id, cannot.
+pub fn check_workload_rates(
+    workload: &crate::Workload,
+    table: &ThroughputTable,
+    gpu_types: &[String],
+) -> Result<(), crate::TraceError> {
+    let table_types: Vec<(usize, &String)> = gpu_types
+        .iter()
+        .filter_map(|name| {
+            table.gpu_types().iter().position(|t| t.eq_ignore_ascii_case(name)).map(|i| (i, name))
+        })
+        .collect();
+    for (i, job) in workload.jobs.iter().enumerate() {
+        let line = workload.lines.get(i).copied().unwrap_or(0);
+        let fail = |field: &str, message: String| match line {
+            0 => crate::TraceError::File {
+                file: workload.source.clone(),
+                message: format!("job {i}, {field}: {message}"),
+            },
+            _ => crate::TraceError::Field {
+                file: workload.source.clone(),
+                line,
+                field: field.to_string(),
+                message,
+            },
+        };
+        let Some(name) = job.job_type.and_then(|t| workload.job_types.get(t as usize)) else {
+            return Err(fail("job_type", "no job type; a throughput table needs one".to_string()));
+        };
+        let key = JobTypeKey::new(name.clone(), job.gpus.max(1));
+        for &(t, gpu_type) in &table_types {
+            let rate = table.consolidated(&key, t);
+            if let Some(rate) = rate.filter(|&r| r > 0.0) {
+                let secs = job.work / rate;
+                if secs > MAX_JOB_DURATION.as_secs_f64() {
+                    return Err(fail(
+                        "total_steps",
+                        format!(
+                            "{} steps at {rate} steps/s on {gpu_type} take {:.0} days, more than the limit of {} \
+                             (core::limits::MAX_JOB_DURATION)",
+                            job.work,
+                            secs / 86_400.0,
+                            crate::text::describe_span(MAX_JOB_DURATION)
+                        ),
+                    ));
+                }
+            }
+            if rate.is_none() {
+                let scales: Vec<String> = table
+                    .job_types()
+                    .filter(|k| k.model == *name)
+                    .map(|k| k.scale_factor.to_string())
+                    .collect();
+                let known = if scales.is_empty() {
+                    format!("the table has no job type {name:?} at any scale factor")
+                } else {
+                    format!("the table has {name:?} at scale factors {}", scales.join(", "))
+                };
+                return Err(fail(
+                    "job_type",
+                    format!(
+                        "no throughput for {name:?} at scale factor {} on GPU type {gpu_type} ({known})",
+                        job.gpus
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use cotenant_core::{JobSpec, TenantSpec};
+use cotenant_core::{JobId, JobSpec, TenantSpec};
 
 mod cluster_config;
 mod error;
@@ -36,7 +36,8 @@ pub use error::TraceError;
 pub use gavel::{read_gavel, write_gavel_trace};
 pub use itp::read_itp;
 pub use openb::{
-    read_openb_nodes, read_openb_pods, SKIP_CPU_NODE, SKIP_CPU_ONLY, SKIP_NEVER_SCHEDULED, SKIP_NO_DELETION,
+    parse_openb_nodes, read_openb_nodes, read_openb_pods, SKIP_CPU_NODE, SKIP_CPU_ONLY, SKIP_NEVER_SCHEDULED,
+    SKIP_NO_DELETION,
 };
 pub use philly::{apply_vc_quotas, largest_remainder, read_philly, read_philly_vc, VcNodes};
 pub use pollux::{pollux_gpu_secs, read_pollux, POLLUX_BUCKET_MEDIAN_GPU_SECS};
@@ -63,6 +64,18 @@ pub struct Workload {
     /// Transformations that kept rows but changed or modelled something
     /// (slicing, modelled run times, fractional GPUs rounded up, ...), one line each.
     pub notes: Vec<String>,
+}
+
+impl Workload {
+    /// Where job `job` came from, for error messages about one job found after
+    /// reading (an unknown Gavel job type, a job too wide for the cluster):
+    /// `"g.trace line 7"`, or `"job 7 of <source>"` for a generated job.
+    pub fn locate(&self, job: JobId) -> String {
+        match self.lines.get(job.0 as usize) {
+            Some(&line) if line > 0 => format!("{} line {line}", self.source),
+            _ => format!("job {} of {}", job.0, self.source),
+        }
+    }
 }
 
 /// A group of rows that a reader skipped on purpose.
@@ -136,6 +149,24 @@ pub fn read_trace(kind: TraceKind, path: &Path, slice: &Slice) -> Result<Workloa
         TraceKind::Pollux => read_pollux(path, slice),
         TraceKind::Tiresias => read_tiresias(path, slice),
         TraceKind::Openb => read_openb_pods(path, slice),
+    }
+}
+
+/// [`read_trace`] on bytes already in memory (plain or gzip): `path` only names
+/// them in errors and, for single-tenant formats, gives the tenant its name.
+pub fn parse_trace(
+    kind: TraceKind,
+    path: &Path,
+    bytes: Vec<u8>,
+    slice: &Slice,
+) -> Result<Workload, TraceError> {
+    match kind {
+        TraceKind::Philly => philly::parse_philly(path, bytes, slice),
+        TraceKind::Itp => itp::parse_itp(path, bytes, slice),
+        TraceKind::Gavel => gavel::parse_gavel(path, bytes, slice),
+        TraceKind::Pollux => pollux::parse_pollux(path, bytes, slice),
+        TraceKind::Tiresias => tiresias::parse_tiresias(path, bytes, slice),
+        TraceKind::Openb => openb::parse_openb_pods(path, bytes, slice),
     }
 }
 

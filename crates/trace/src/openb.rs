@@ -3,11 +3,14 @@
 
 use std::path::Path;
 
+use cotenant_core::limits::{
+    MAX_ARRIVAL_SPAN, MAX_CLUSTER_GPUS, MAX_CLUSTER_NODES, MAX_GPUS_PER_NODE, MAX_JOB_DURATION,
+};
 use cotenant_core::{ClusterSpec, NodeSpec, Span};
 
 use crate::error::TraceError;
 use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
-use crate::text::{file_stem, read_text, secs_to_us, Row, Table};
+use crate::text::{exceeds_secs, file_stem, read_bytes, secs_to_us, text_from_bytes, Row, Table};
 use crate::{SkipCount, Workload};
 
 /// Skip reasons, as they appear in [`Workload::skipped`].
@@ -64,9 +67,16 @@ fn pod_columns(table: &Table<'_>) -> Result<PodColumns, TraceError> {
 /// reading one is an error.
 pub fn read_openb_pods(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
     check_clock(slice, Clock::Relative)?;
+    parse_openb_pods(path, read_bytes(path)?, slice)
+}
+
+/// [`read_openb_pods`] on bytes already in memory (plain or gzip); `path` only names them
+/// (in errors, and the tenant where the file name is the tenant).
+pub fn parse_openb_pods(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::Relative)?;
     let file = path.display().to_string();
     let tenant = file_stem(path);
-    let text = read_text(path)?;
+    let text = text_from_bytes(path, bytes)?;
     let table = Table::parse(&file, &text, ',')?;
     let cols = pod_columns(&table)?;
     let mut raw = Vec::new();
@@ -91,6 +101,7 @@ pub fn read_openb_pods(path: &Path, slice: &Slice) -> Result<Workload, TraceErro
     if constrained > 0 {
         report.notes.push(format!("openb: {constrained} pods' GPU-model constraints (gpu_spec) are ignored"));
     }
+    report.arrival_field = "creation_time";
     assemble(file, raw, slice, Clock::Relative, report)
 }
 
@@ -100,7 +111,7 @@ fn pod_job(
     tenant: &str,
     report: &mut ReadReport,
 ) -> Result<Option<RawJob>, TraceError> {
-    let gpus = row.u32(c.num_gpu)?;
+    let gpus = row.gpus_or_zero(c.num_gpu)?;
     let gpu_milli = row.u64(c.gpu_milli)?;
     if gpu_milli > 1000 {
         return Err(
@@ -108,9 +119,20 @@ fn pod_job(
         );
     }
     let creation = row.u64(c.creation)?;
+    row.at_most_secs(c.creation, creation as f64, MAX_ARRIVAL_SPAN, "MAX_ARRIVAL_SPAN")?;
     if gpus == 0 {
         report.skip(SKIP_CPU_ONLY);
         return Ok(None);
+    }
+    if gpus > 1 && gpu_milli < 1000 {
+        // The notes would say "run as a whole 1-GPU job", which it would not be.
+        return Err(row.error(
+            c.gpu_milli,
+            format!(
+                "a GPU share (gpu_milli {gpu_milli} < 1000) is only meaningful for a 1-GPU pod, \
+                 but num_gpu is {gpus}"
+            ),
+        ));
     }
     if row.str(c.scheduled).is_empty() {
         report.skip(SKIP_NEVER_SCHEDULED);
@@ -128,6 +150,15 @@ fn pod_job(
         ));
     }
     let duration_secs = (deletion - scheduled) as f64;
+    if duration_secs > MAX_JOB_DURATION.as_secs_f64() {
+        return Err(row.error(
+            c.deletion,
+            format!(
+                "run time deletion_time - scheduled_time = {} ({deletion} - {scheduled})",
+                exceeds_secs(&(deletion - scheduled).to_string(), MAX_JOB_DURATION, "MAX_JOB_DURATION")
+            ),
+        ));
+    }
     let mut job = RawJob::new(secs_to_us(creation as f64), row.line, tenant, gpus, duration_secs);
     job.duration_estimate = Some(Span::from_secs(deletion - scheduled));
     job.cpus = row.u64(c.cpu_milli)?.div_ceil(1000).min(u64::from(u32::MAX)) as u32;
@@ -146,8 +177,13 @@ fn pod_job(
 /// (rounded down); racks are groups of 16 nodes in file order (the trace has no
 /// topology). CPU-only nodes are skipped and counted.
 pub fn read_openb_nodes(path: &Path) -> Result<(ClusterSpec, Vec<SkipCount>), TraceError> {
+    parse_openb_nodes(path, read_bytes(path)?)
+}
+
+/// [`read_openb_nodes`] on bytes already in memory (plain or gzip); `path` only names them.
+pub fn parse_openb_nodes(path: &Path, bytes: Vec<u8>) -> Result<(ClusterSpec, Vec<SkipCount>), TraceError> {
     let file = path.display().to_string();
-    let text = read_text(path)?;
+    let text = text_from_bytes(path, bytes)?;
     let table = Table::parse(&file, &text, ',')?;
     let (sn, cpu, mem, gpu, model) = (
         table.column("sn")?,
@@ -157,10 +193,18 @@ pub fn read_openb_nodes(path: &Path) -> Result<(ClusterSpec, Vec<SkipCount>), Tr
         table.column("model")?,
     );
     let mut spec = ClusterSpec::default();
-    let mut cpu_only = 0u64;
+    let (mut cpu_only, mut total_gpus) = (0u64, 0u64);
     for row in table.rows() {
         let row = row?;
         let gpus = row.u32(gpu)?;
+        if gpus > MAX_GPUS_PER_NODE {
+            return Err(row.error(
+                gpu,
+                format!(
+                    "{gpus} GPUs exceeds the limit of {MAX_GPUS_PER_NODE} GPUs per node (core::limits::MAX_GPUS_PER_NODE)"
+                ),
+            ));
+        }
         let (cpu_milli, memory_mib) = (row.u64(cpu)?, row.u64(mem)?);
         if gpus == 0 {
             cpu_only += 1;
@@ -169,6 +213,23 @@ pub fn read_openb_nodes(path: &Path) -> Result<(ClusterSpec, Vec<SkipCount>), Tr
         let model_name = row.str(model);
         if model_name.is_empty() || model_name == "nan" {
             return Err(row.error(model, "a GPU node needs a GPU model, got an empty field"));
+        }
+        total_gpus += u64::from(gpus);
+        if total_gpus > MAX_CLUSTER_GPUS {
+            return Err(row.error(
+                gpu,
+                format!(
+                    "the nodes up to this row hold {total_gpus} GPUs, more than the limit of {MAX_CLUSTER_GPUS} (core::limits::MAX_CLUSTER_GPUS)"
+                ),
+            ));
+        }
+        if spec.nodes.len() as u64 >= MAX_CLUSTER_NODES {
+            return Err(row.error(
+                sn,
+                format!(
+                    "more than {MAX_CLUSTER_NODES} GPU nodes, the limit (core::limits::MAX_CLUSTER_NODES)"
+                ),
+            ));
         }
         let gpu_type = spec.gpu_type_id(model_name);
         let n = spec.nodes.len() as u32;

@@ -3,12 +3,13 @@
 
 use std::path::Path;
 
+use cotenant_core::limits::{MAX_CLUSTER_NODES, MAX_UNIX_SECONDS, MIN_UNIX_SECONDS};
 use cotenant_core::{Span, TenantSpec};
 
 use crate::error::TraceError;
 use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
-use crate::text::{read_text, Table};
-use crate::wallclock::parse_wall_clock_us;
+use crate::text::{read_bytes, read_text, text_from_bytes, Row, Table};
+use crate::wallclock::{format_wall_clock, parse_wall_clock_us};
 use crate::Workload;
 
 /// Reads `philly.csv` (`timestamp,duration,num_gpus,gpu_time,cluster`).
@@ -19,21 +20,29 @@ use crate::Workload;
 /// submission time, ties in file order.
 pub fn read_philly(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
     check_clock(slice, Clock::WallClock)?;
+    parse_philly(path, read_bytes(path)?, slice)
+}
+
+/// [`read_philly`] on bytes already in memory (plain or gzip); `path` only names them
+/// (in errors, and the tenant where the file name is the tenant).
+pub fn parse_philly(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::WallClock)?;
     let file = path.display().to_string();
-    let text = read_text(path)?;
+    let text = text_from_bytes(path, bytes)?;
     let table = Table::parse(&file, &text, ',')?;
     let timestamp = table.column("timestamp")?;
     let duration = table.column("duration")?;
     let num_gpus = table.column("num_gpus")?;
     let cluster = table.column("cluster")?;
-    table.column("gpu_time")?;
+    let gpu_time = table.column("gpu_time")?;
     let mut raw = Vec::new();
     for row in table.rows() {
         let row = row?;
-        let arrival_us =
-            parse_wall_clock_us(row.str(timestamp)).map_err(|reason| row.error(timestamp, reason))?;
-        let duration_secs = row.non_negative_f64(duration)?;
-        let gpus = row.positive_u32(num_gpus)?;
+        let arrival_us = wall_clock_field(&row, timestamp)?;
+        let duration_secs = row.duration_secs(duration)?;
+        let gpus = row.job_gpus(num_gpus)?;
+        // Not used (it is duration * num_gpus), but checked like every numeric field.
+        row.non_negative_f64(gpu_time)?;
         let vc = row.str(cluster);
         if vc.is_empty() {
             return Err(row.error(cluster, "expected a VC name, got an empty field"));
@@ -42,7 +51,25 @@ pub fn read_philly(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
         job.duration_estimate = Some(Span::from_secs_f64_ceil(duration_secs));
         raw.push(job);
     }
-    assemble(file, raw, slice, Clock::WallClock, ReadReport::default())
+    assemble(file, raw, slice, Clock::WallClock, ReadReport::arrivals_in("timestamp"))
+}
+
+/// A wall-clock timestamp field, within [`MIN_UNIX_SECONDS`, `MAX_UNIX_SECONDS`].
+pub(crate) fn wall_clock_field(row: &Row<'_>, column: usize) -> Result<i64, TraceError> {
+    let us = parse_wall_clock_us(row.str(column)).map_err(|reason| row.error(column, reason))?;
+    let secs = us.div_euclid(1_000_000);
+    if !(MIN_UNIX_SECONDS..=MAX_UNIX_SECONDS).contains(&secs) {
+        return Err(row.error(
+            column,
+            format!(
+                "{:?} is outside the accepted range {} to {} (core::limits::MIN_UNIX_SECONDS, MAX_UNIX_SECONDS)",
+                row.str(column),
+                format_wall_clock(MIN_UNIX_SECONDS * 1_000_000),
+                format_wall_clock(MAX_UNIX_SECONDS * 1_000_000),
+            ),
+        ));
+    }
+    Ok(us)
 }
 
 /// One row of `philly_vc.csv`: a VC and its node count.
@@ -61,7 +88,17 @@ pub fn read_philly_vc(path: &Path) -> Result<Vec<VcNodes>, TraceError> {
     let mut out = Vec::new();
     for row in table.rows() {
         let row = row?;
-        out.push(VcNodes { vc: row.str(vc).to_string(), nodes: row.u32(nodes)? });
+        let count = row.u32(nodes)?;
+        if u64::from(count) > MAX_CLUSTER_NODES {
+            return Err(row.error(
+                nodes,
+                format!("{count} nodes exceeds the limit of {MAX_CLUSTER_NODES} (core::limits::MAX_CLUSTER_NODES)"),
+            ));
+        }
+        if row.str(vc).is_empty() {
+            return Err(row.error(vc, "expected a VC name, got an empty field"));
+        }
+        out.push(VcNodes { vc: row.str(vc).to_string(), nodes: count });
     }
     Ok(out)
 }

@@ -21,7 +21,7 @@ use cotenant_core::Span;
 
 use crate::error::TraceError;
 use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
-use crate::text::{file_stem, read_text, secs_to_us, Table};
+use crate::text::{file_stem, read_bytes, secs_to_us, text_from_bytes, Table};
 use crate::Workload;
 
 /// Median GPU-seconds of the filtered Philly jobs in each of Pollux's buckets.
@@ -45,9 +45,16 @@ pub fn pollux_gpu_secs(application: &str) -> Option<f64> {
 /// `<application> (batch size <batch_size>)`; work as the module doc explains.
 pub fn read_pollux(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
     check_clock(slice, Clock::Relative)?;
+    parse_pollux(path, read_bytes(path)?, slice)
+}
+
+/// [`read_pollux`] on bytes already in memory (plain or gzip); `path` only names them
+/// (in errors, and the tenant where the file name is the tenant).
+pub fn parse_pollux(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workload, TraceError> {
+    check_clock(slice, Clock::Relative)?;
     let file = path.display().to_string();
     let tenant = file_stem(path);
-    let text = read_text(path)?;
+    let text = text_from_bytes(path, bytes)?;
     let table = Table::parse(&file, &text, ',')?;
     let time = table.column("time")?;
     let app = table.column("application")?;
@@ -61,10 +68,11 @@ pub fn read_pollux(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
         let gpu_secs = pollux_gpu_secs(application).ok_or_else(|| {
             row.error(app, format!("unknown application {application:?} (known: cifar10, ncf, deepspeech2, bert, yolov3, imagenet)"))
         })?;
-        let gpus = row.positive_u32(replicas)?;
+        let gpus = row.job_gpus(replicas)?;
         let batch_size = row.positive_u32(batch)?;
         let work = gpu_secs / f64::from(gpus);
-        let mut job = RawJob::new(secs_to_us(row.non_negative_f64(time)?), row.line, &tenant, gpus, work);
+        let mut job =
+            RawJob::new(secs_to_us(row.relative_arrival_secs(time)?), row.line, &tenant, gpus, work);
         job.duration_estimate = Some(Span::from_secs_f64_ceil(work));
         job.job_type = Some(format!("{application} (batch size {batch_size})"));
         raw.push(job);
@@ -74,5 +82,6 @@ pub fn read_pollux(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
         "pollux: run times are modelled (median Philly GPU time of the job's size bucket / num_replicas), not recorded"
             .to_string(),
     );
+    report.arrival_field = "time";
     assemble(file, raw, slice, Clock::Relative, report)
 }

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use cotenant_core::{JobId, JobKind, JobSpec, Span, TenantId, TenantSpec, Time};
 
+use cotenant_core::limits::{MAX_ARRIVAL_SPAN, MAX_UNIX_SECONDS, MIN_UNIX_SECONDS};
+
 use crate::error::TraceError;
+use crate::text::describe_span;
 use crate::wallclock::{format_wall_clock, parse_wall_clock_us};
 use crate::{SkipCount, Workload};
 
@@ -81,7 +84,11 @@ impl Slice {
             };
             if !ordered {
                 return Err(TraceError::Slice {
-                    message: "the window's start must be before its end".into(),
+                    message: format!(
+                        "the time window is empty or reversed: its start {} is not before its end {}",
+                        describe_bound(a),
+                        describe_bound(b)
+                    ),
                 });
             }
         }
@@ -148,9 +155,15 @@ impl RawJob {
 pub(crate) struct ReadReport {
     pub skipped: BTreeMap<String, u64>,
     pub notes: Vec<String>,
+    /// The field arrivals come from, for errors about the trace's arrival span.
+    pub arrival_field: &'static str,
 }
 
 impl ReadReport {
+    pub fn arrivals_in(field: &'static str) -> ReadReport {
+        ReadReport { arrival_field: field, ..ReadReport::default() }
+    }
+
     pub fn skip(&mut self, reason: &str) {
         *self.skipped.entry(reason.to_string()).or_insert(0) += 1;
     }
@@ -168,13 +181,96 @@ fn bound_us(bound: SliceBound, clock: Clock) -> Result<i64, TraceError> {
     }
 }
 
-/// Fails fast when the slice's bounds do not fit the trace's clock, before
-/// the file is read.
+/// Fails fast, before the file is read, when the slice's bounds do not fit the
+/// trace's clock, lie outside the documented limits, or make an empty window.
 pub(crate) fn check_clock(slice: &Slice, clock: Clock) -> Result<(), TraceError> {
     for bound in [slice.start, slice.end].into_iter().flatten() {
         bound_us(bound, clock)?;
+        check_bound_limits(bound)?;
+    }
+    if let (Some(start), Some(end)) = (slice.start, slice.end) {
+        let (a, b) = (bound_us(start, clock)?, bound_us(end, clock)?);
+        if a >= b {
+            let what = if a == b { "empty" } else { "reversed" };
+            return Err(TraceError::Slice {
+                message: format!(
+                    "the time window is {what}: its start (--from) {} is not before its end (--to) {}; \
+                     no job can arrive in [start, end)",
+                    describe_bound(start),
+                    describe_bound(end)
+                ),
+            });
+        }
     }
     Ok(())
+}
+
+/// A bound as the user would write it: a date and time, or seconds.
+pub(crate) fn describe_bound(bound: SliceBound) -> String {
+    match bound {
+        SliceBound::WallClock(us) => format_wall_clock(us),
+        SliceBound::Relative(us) => format!("{} s", us as f64 / 1e6),
+    }
+}
+
+/// A wall-clock bound within [`MIN_UNIX_SECONDS`, `MAX_UNIX_SECONDS`]; a relative
+/// bound at most [`MAX_ARRIVAL_SPAN`] from the trace's time 0.
+fn check_bound_limits(bound: SliceBound) -> Result<(), TraceError> {
+    match bound {
+        SliceBound::WallClock(us) => {
+            let secs = us.div_euclid(1_000_000);
+            if !(MIN_UNIX_SECONDS..=MAX_UNIX_SECONDS).contains(&secs) {
+                return Err(TraceError::Slice {
+                    message: format!(
+                        "bound {} is outside the accepted range {} to {} (core::limits::MIN_UNIX_SECONDS, MAX_UNIX_SECONDS)",
+                        format_wall_clock(us),
+                        format_wall_clock(MIN_UNIX_SECONDS * 1_000_000),
+                        format_wall_clock(MAX_UNIX_SECONDS * 1_000_000)
+                    ),
+                });
+            }
+        }
+        SliceBound::Relative(us) => {
+            if u64::try_from(us).is_ok_and(|us| us > MAX_ARRIVAL_SPAN.0) {
+                return Err(TraceError::Slice {
+                    message: format!(
+                        "bound {} exceeds the limit of {} from the trace's time 0 (core::limits::MAX_ARRIVAL_SPAN)",
+                        describe_bound(bound),
+                        describe_span(MAX_ARRIVAL_SPAN)
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Rejects a trace whose arrivals (sorted) span more than [`MAX_ARRIVAL_SPAN`],
+/// naming the row farthest from the median arrival (the likeliest typo).
+fn check_arrival_span(file: &str, raw: &[RawJob], field: &str) -> Result<(), TraceError> {
+    let (Some(first), Some(last)) = (raw.first(), raw.last()) else { return Ok(()) };
+    let span = i128::from(last.arrival_us) - i128::from(first.arrival_us);
+    if span <= i128::from(MAX_ARRIVAL_SPAN.0) {
+        return Ok(());
+    }
+    let median = i128::from(raw[raw.len() / 2].arrival_us);
+    let far = if i128::from(last.arrival_us) - median >= median - i128::from(first.arrival_us) {
+        last
+    } else {
+        first
+    };
+    Err(TraceError::Field {
+        file: file.to_string(),
+        line: far.line,
+        field: if field.is_empty() { "arrival".to_string() } else { field.to_string() },
+        message: format!(
+            "the trace's arrivals span {:.0} days, more than the limit of {} (core::limits::MAX_ARRIVAL_SPAN); \
+             this row is the farthest from the median arrival ({:.0} days away)",
+            span as f64 / 86_400e6,
+            describe_span(MAX_ARRIVAL_SPAN),
+            (i128::from(far.arrival_us) - median).abs() as f64 / 86_400e6
+        ),
+    })
 }
 
 /// Sorts (stable: ties keep file order), slices, rebases and numbers the jobs.
@@ -187,6 +283,7 @@ pub(crate) fn assemble(
     mut report: ReadReport,
 ) -> Result<Workload, TraceError> {
     raw.sort_by_key(|j| j.arrival_us);
+    check_arrival_span(&source, &raw, report.arrival_field)?;
     let start = slice.start.map(|b| bound_us(b, clock)).transpose()?;
     let end = slice.end.map(|b| bound_us(b, clock)).transpose()?;
     let total = raw.len();
@@ -226,7 +323,7 @@ fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadRepo
                 job_types.len() as u32 - 1
             }
         });
-        let arrival = Time(u64::try_from(r.arrival_us - epoch_us).unwrap_or(0));
+        let arrival = Time(u64::try_from(r.arrival_us.saturating_sub(epoch_us)).unwrap_or(0));
         jobs.push(JobSpec {
             id: JobId(i as u32),
             tenant: TenantId(tenant),

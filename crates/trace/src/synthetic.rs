@@ -22,12 +22,14 @@
 
 use std::fmt;
 
+use cotenant_core::limits::{MAX_ARRIVAL_SPAN, MAX_GPUS_PER_JOB, MAX_JOB_DURATION, MAX_TENANTS};
 use cotenant_core::{JobId, JobKind, JobSpec, Span, TenantId, TenantSpec, Time};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::cluster_config::key_values;
 use crate::error::TraceError;
+use crate::text::{describe_span, exceeds_secs};
 use crate::Workload;
 
 /// Where run times come from.
@@ -94,7 +96,16 @@ impl SyntheticSpec {
                         value.parse().map_err(|_| err(key, format!("expected an integer, got {value:?}")))?
                 }
                 "tenants" => {
-                    tenants = Some(crate::cluster_config::parse_positive(CONTEXT, key, value)? as usize)
+                    let t = crate::cluster_config::parse_positive(CONTEXT, key, value)? as usize;
+                    if t > MAX_TENANTS {
+                        return Err(err(
+                            key,
+                            format!(
+                                "{t} tenants exceeds the limit of {MAX_TENANTS} (core::limits::MAX_TENANTS)"
+                            ),
+                        ));
+                    }
+                    tenants = Some(t)
                 }
                 "weights" => weights = Some(parse_weights(value)?),
                 "durations" => spec.durations = parse_durations(value)?,
@@ -111,6 +122,29 @@ impl SyntheticSpec {
             (Some(t), None) => vec![1.0; t],
             (None, None) => vec![1.0],
         };
+        if spec.weights.len() > MAX_TENANTS {
+            return Err(err(
+                "weights",
+                format!(
+                    "{} weights exceeds the limit of {MAX_TENANTS} tenants (core::limits::MAX_TENANTS)",
+                    spec.weights.len()
+                ),
+            ));
+        }
+        // The expected span of the arrivals: jobs x mean gap.
+        let span_secs = spec.jobs as f64 * 3600.0 / spec.jobs_per_hour;
+        if span_secs > MAX_ARRIVAL_SPAN.as_secs_f64() {
+            return Err(err(
+                "rate",
+                format!(
+                    "{} jobs at {}/h arrive over about {:.0} days, more than the limit of {} (core::limits::MAX_ARRIVAL_SPAN)",
+                    spec.jobs,
+                    spec.jobs_per_hour,
+                    span_secs / 86_400.0,
+                    describe_span(MAX_ARRIVAL_SPAN)
+                ),
+            ));
+        }
         Ok(spec)
     }
 }
@@ -155,6 +189,9 @@ fn parse_durations(value: &str) -> Result<DurationDist, TraceError> {
         return Ok(DurationDist::Gavel);
     }
     match value.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > MAX_JOB_DURATION.as_secs_f64() => {
+            Err(err("durations", exceeds_secs(value, MAX_JOB_DURATION, "MAX_JOB_DURATION")))
+        }
         Ok(s) if s.is_finite() && s > 0.0 => Ok(DurationDist::FixedSecs(s)),
         _ => {
             Err(err("durations", format!("expected `gavel` or a positive number of seconds, got {value:?}")))
@@ -166,9 +203,15 @@ fn parse_gpus(value: &str) -> Result<GpuDist, TraceError> {
     if value == "gavel" {
         return Ok(GpuDist::Gavel);
     }
-    crate::cluster_config::parse_positive(CONTEXT, "gpus", value)
-        .map(GpuDist::Fixed)
-        .map_err(|_| err("gpus", format!("expected `gavel` or a positive integer, got {value:?}")))
+    let gpus = crate::cluster_config::parse_positive(CONTEXT, "gpus", value)
+        .map_err(|_| err("gpus", format!("expected `gavel` or a positive integer, got {value:?}")))?;
+    if gpus > MAX_GPUS_PER_JOB {
+        return Err(err(
+            "gpus",
+            format!("{gpus} GPUs exceeds the limit of {MAX_GPUS_PER_JOB} GPUs per job (core::limits::MAX_GPUS_PER_JOB)"),
+        ));
+    }
+    Ok(GpuDist::Fixed(gpus))
 }
 
 fn parse_job_types(value: &str) -> Result<Vec<String>, TraceError> {

@@ -5,26 +5,56 @@
 use std::io::Read;
 use std::path::Path;
 
+use cotenant_core::limits::{MAX_ARRIVAL_SPAN, MAX_GPUS_PER_JOB, MAX_JOB_DURATION};
+use cotenant_core::Span;
+
 use crate::error::TraceError;
 
 /// Reads a whole file as UTF-8 text, decompressing it when it is gzip. The
 /// gzip magic bytes decide, not the name, so a misnamed file still reads.
 pub fn read_text(path: &Path) -> Result<String, TraceError> {
+    let bytes = read_bytes(path)?;
+    decode_utf8(&path.display().to_string(), bytes)
+}
+
+/// Bytes of a file already in memory as text: gunzipped when gzip, then UTF-8
+/// (errors by line); `path` names them in errors.
+pub fn text_from_bytes(path: &Path, bytes: Vec<u8>) -> Result<String, TraceError> {
+    let file = path.display().to_string();
+    decode_utf8(&file, gunzip_if_gzip(&file, bytes)?)
+}
+
+/// Reads a whole file's bytes, decompressing it when it is gzip (magic bytes decide).
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>, TraceError> {
     let bytes = std::fs::read(path).map_err(|e| TraceError::io(path, e))?;
-    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::with_capacity(bytes.len() * 4);
-        flate2::read::MultiGzDecoder::new(bytes.as_slice())
-            .read_to_end(&mut out)
-            .map_err(|e| TraceError::io(path, e))?;
-        out
-    } else {
-        bytes
-    };
+    gunzip_if_gzip(&path.display().to_string(), bytes)
+}
+
+/// Decompresses `bytes` when they start with the gzip magic bytes.
+pub fn gunzip_if_gzip(file: &str, bytes: Vec<u8>) -> Result<Vec<u8>, TraceError> {
+    if !bytes.starts_with(&[0x1f, 0x8b]) {
+        return Ok(bytes);
+    }
+    let mut out = Vec::with_capacity(bytes.len().saturating_mul(4));
+    flate2::read::MultiGzDecoder::new(bytes.as_slice())
+        .read_to_end(&mut out)
+        .map_err(|e| TraceError::Io { file: file.to_string(), error: e })?;
+    Ok(out)
+}
+
+/// Bytes as UTF-8 text; invalid UTF-8 is reported by its 1-based physical line
+/// and column (bytes from the line start), not by its offset in the file.
+pub fn decode_utf8(file: &str, bytes: Vec<u8>) -> Result<String, TraceError> {
     String::from_utf8(bytes).map_err(|e| {
-        TraceError::file(
-            &path.display().to_string(),
-            format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
-        )
+        let at = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..at];
+        let line = before.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+        let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        TraceError::Row {
+            file: file.to_string(),
+            line,
+            message: format!("not UTF-8 text (invalid byte at column {})", at - line_start + 1),
+        }
     })
 }
 
@@ -179,9 +209,86 @@ impl<'a> Row<'a> {
         let v = self.u64(column)?;
         u32::try_from(v).map_err(|_| self.expected(column, "an integer below 2^32"))
     }
+
+    /// A run time in seconds: a finite number >= 0 and at most
+    /// [`MAX_JOB_DURATION`].
+    pub fn duration_secs(&self, column: usize) -> Result<f64, TraceError> {
+        let secs = self.non_negative_f64(column)?;
+        self.at_most_secs(column, secs, MAX_JOB_DURATION, "MAX_JOB_DURATION")?;
+        Ok(secs)
+    }
+
+    /// An arrival in seconds on a trace's relative clock: a finite number >= 0 and
+    /// at most [`MAX_ARRIVAL_SPAN`] after the clock's zero.
+    pub fn relative_arrival_secs(&self, column: usize) -> Result<f64, TraceError> {
+        let secs = self.non_negative_f64(column)?;
+        self.at_most_secs(column, secs, MAX_ARRIVAL_SPAN, "MAX_ARRIVAL_SPAN")?;
+        Ok(secs)
+    }
+
+    /// Errors when `secs` is above `limit`, naming the value and the limit.
+    pub fn at_most_secs(&self, column: usize, secs: f64, limit: Span, name: &str) -> Result<(), TraceError> {
+        if secs > limit.as_secs_f64() {
+            return Err(self.error(column, exceeds_secs(self.str(column), limit, name)));
+        }
+        Ok(())
+    }
+
+    /// A GPU count of one job: an integer from 1 to [`MAX_GPUS_PER_JOB`].
+    pub fn job_gpus(&self, column: usize) -> Result<u32, TraceError> {
+        match self.gpus_or_zero(column) {
+            Ok(0) => Err(self.expected(column, "a positive integer")),
+            Ok(gpus) => Ok(gpus),
+            Err(e) if self.gpu_count_too_large(column) => Err(e),
+            Err(_) => Err(self.expected(column, "a positive integer")),
+        }
+    }
+
+    /// A GPU count of one job that may be 0 (CPU-only): at most [`MAX_GPUS_PER_JOB`].
+    pub fn gpus_or_zero(&self, column: usize) -> Result<u32, TraceError> {
+        if self.gpu_count_too_large(column) {
+            return Err(self.error(
+                column,
+                format!(
+                    "{} GPUs exceeds the limit of {MAX_GPUS_PER_JOB} GPUs per job (core::limits::MAX_GPUS_PER_JOB)",
+                    self.str(column)
+                ),
+            ));
+        }
+        let gpus = self.u64(column)?;
+        // Below the limit (checked above), so it fits in u32.
+        u32::try_from(gpus).map_err(|_| self.expected(column, "an integer below 2^32"))
+    }
+
+    /// Whether the field is an integer (of any size, `+` sign allowed) above
+    /// [`MAX_GPUS_PER_JOB`].
+    fn gpu_count_too_large(&self, column: usize) -> bool {
+        let text = self.str(column);
+        let digits = text.strip_suffix(".0").unwrap_or(text);
+        let digits = digits.strip_prefix('+').unwrap_or(digits);
+        !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && digits.parse::<u64>().map_or(true, |v| v > u64::from(MAX_GPUS_PER_JOB))
+    }
 }
 
-/// Seconds (a float) as integer microseconds, rounded to the nearest.
+/// `"1e12 s exceeds the limit of 366 days (core::limits::MAX_JOB_DURATION)"`.
+pub(crate) fn exceeds_secs(value: &str, limit: Span, name: &str) -> String {
+    format!("{value} s exceeds the limit of {} (core::limits::{name})", describe_span(limit))
+}
+
+/// A limit span in words: whole days when it is a number of days, else seconds.
+pub(crate) fn describe_span(span: Span) -> String {
+    const DAY_US: u64 = 86_400_000_000;
+    if span.0 >= DAY_US && span.0.is_multiple_of(DAY_US) {
+        format!("{} days", span.0 / DAY_US)
+    } else {
+        format!("{} s", span.as_secs_f64())
+    }
+}
+
+/// Seconds (a float) as integer microseconds, rounded to the nearest. Saturates
+/// (and maps NaN to 0) instead of overflowing; readers bound their values first.
 pub fn secs_to_us(secs: f64) -> i64 {
     (secs * 1e6).round() as i64
 }

@@ -228,3 +228,16 @@ fn philly_vc_file() {
         cotenant_trace::read_philly_vc(&dir.write("bad_vc.csv", "vc,node num\nabc,many\n")).unwrap_err();
     common::assert_names(&err.to_string(), "bad_vc.csv", 2, "node num");
 }
+
+/// Errors found after reading (an unknown Gavel job type in the throughput table)
+/// can name the row: `Workload::locate`.
+#[test]
+fn workload_locates_a_job_by_file_and_line() {
+    let dir = TempDir::new("locate");
+    let path = dir.write("g.trace", "\nA\tcmd\t-n\t1\t10\t5\t1\nB\tcmd\t-n\t1\t10\t0\t1\n");
+    let w = read_trace(TraceKind::Gavel, &path, &Slice::all()).expect("reads");
+    // Sorted by arrival: job 0 is B (line 3), job 1 is A (line 2).
+    assert!(w.locate(cotenant_core::JobId(0)).ends_with("g.trace line 3"));
+    assert!(w.locate(cotenant_core::JobId(1)).ends_with("g.trace line 2"));
+    assert!(w.locate(cotenant_core::JobId(9)).starts_with("job 9 of "));
+}

@@ -78,3 +78,22 @@ fn openb_default_pods_and_nodes() {
         assert!(read_trace(TraceKind::Openb, &path, &Slice::all()).is_err());
     }
 }
+
+/// The request readers, rewritten for issue 7 (line numbers, limits, skips), read the
+/// real traces unchanged: every row kept, nothing skipped.
+#[test]
+fn request_traces_read_unchanged() {
+    use cotenant_trace::requests::{read_azure_csv, read_mooncake_jsonl};
+    let data = cotenant_trace::bundled_data_dir();
+    for (file, rows) in
+        [(cotenant_trace::BUNDLED_AZURE_CODE, 8_819), (cotenant_trace::BUNDLED_AZURE_CONV, 19_366)]
+    {
+        let trace = read_azure_csv(&data.join(file)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((trace.records.len(), trace.skipped.len()), (rows, 0), "{file}");
+        assert_eq!(trace.records[0].arrival_us, 0);
+    }
+    if let Some(path) = shared("mooncake-2024/conversation_trace.jsonl") {
+        let trace = read_mooncake_jsonl(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((trace.records.len(), trace.skipped.len()), (12_031, 0));
+    }
+}
