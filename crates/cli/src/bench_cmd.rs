@@ -111,6 +111,7 @@ fn decision_latency(run: &RunArgs) -> Result<()> {
         cluster: cluster_spec.clone(),
         cluster_rule: String::new(),
         notes: Vec::new(),
+        declared_tenants: Vec::new(),
     };
     let policies = build_policies(run, &prepared)?;
     let progress = latency_progress(policies.len());

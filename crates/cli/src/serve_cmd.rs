@@ -459,7 +459,7 @@ pub fn load_workload(args: &ServeWorkloadArgs) -> Result<Workload> {
             let path =
                 traces_dir(args.traces_dir.as_deref()).join("mooncake-2024").join("conversation_trace.jsonl");
             named(
-                Workload::from_traces(&[("mooncake", &read_mooncake_jsonl(&path)?)]),
+                Workload::from_traces(&[("mooncake", &noting_skips(read_mooncake_jsonl(&path)?))]),
                 "Mooncake 2024 conversation",
             )
         }
@@ -528,7 +528,15 @@ fn azure(which: &str) -> Result<RequestTrace> {
     } else {
         traces_dir(None).join("azure-llm-inference-2023").join(format!("AzureLLMInferenceTrace_{which}.csv"))
     };
-    Ok(read_azure_csv(&path)?)
+    Ok(noting_skips(read_azure_csv(&path)?))
+}
+
+/// Says on stderr how many rows a request reader skipped on purpose, and why.
+fn noting_skips(trace: RequestTrace) -> RequestTrace {
+    for skip in &trace.skipped {
+        eprintln!("note: {}: skipped {} rows: {}", trace.source, skip.rows, skip.reason);
+    }
+    trace
 }
 
 fn percentiles_json(p: &Percentiles) -> Value {
@@ -714,8 +722,11 @@ fn print_report(workload: &Workload, config: &ServeConfig, s: &Summary, report: 
         );
     }
     for key in ["diagnostics", "bench"] {
-        if let Some(value) = report.get(key).filter(|v| !v.is_null()) {
-            println!("  {key}: {value}");
+        if let Some(Value::Object(fields)) =
+            report.get(key).filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
+        {
+            let parts: Vec<String> = fields.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            println!("  {key}: {}", parts.join(", "));
         }
     }
     if let Some(attribution) = report.get("attribution") {
@@ -751,11 +762,24 @@ fn print_report(workload: &Workload, config: &ServeConfig, s: &Summary, report: 
     if windows {
         if let Some(Value::Array(rows)) = report.get("windows") {
             println!(
-                "  window service per tenant ({} s windows; * = backlogged all window):",
+                "  service per tenant and window (prompt + 2 x output tokens; {} s windows; * = backlogged the whole window):",
                 config.service_window.as_secs_f64()
             );
+            let names: Vec<&str> = workload.tenants.iter().map(|t| t.name.as_str()).collect();
+            println!("    {:>6}  {}", "window", names.iter().map(|n| format!("{n:>12}")).collect::<String>());
             for (index, row) in rows.iter().enumerate() {
-                println!("    {index:>4} {row}");
+                let service = row.get("service").and_then(Value::as_array).cloned().unwrap_or_default();
+                let backlogged = row.get("backlogged").and_then(Value::as_array).cloned().unwrap_or_default();
+                let cells: String = service
+                    .iter()
+                    .enumerate()
+                    .map(|(t, s)| {
+                        let star =
+                            if backlogged.get(t).and_then(Value::as_bool) == Some(true) { "*" } else { " " };
+                        format!("{:>11.0}{star}", s.as_f64().unwrap_or(f64::NAN))
+                    })
+                    .collect();
+                println!("    {index:>6}  {cells}");
             }
         }
     }

@@ -246,7 +246,7 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
         throughputs,
         ..PolicyParams::default()
     };
-    let params = with_tenant_config(params, run)?;
+    let params = with_tenant_config(params, run, prepared)?;
     if run.policies.is_empty() {
         bail!("--policy needs at least one policy name");
     }
@@ -297,10 +297,24 @@ fn build_with_scoped_options(names: &[String], params: PolicyParams) -> Result<V
     Ok(built)
 }
 
-/// Adds the account tree and quota queues of `--tenant-config`, if given.
-fn with_tenant_config(mut params: PolicyParams, run: &RunArgs) -> Result<PolicyParams> {
+/// Adds the account tree and quota queues of `--tenant-config`, if given, after
+/// checking it and the cluster config's tenants against the workload and the
+/// cluster (errors stop the run; warnings are printed).
+fn with_tenant_config(mut params: PolicyParams, run: &RunArgs, prepared: &Prepared) -> Result<PolicyParams> {
+    use cotenant_trace::accounts::{read_tenant_config, validate, ClusterSummary, TenantConfig, TenantNames};
+    let config = match &run.tenant_config {
+        Some(path) => read_tenant_config(path)?,
+        None => TenantConfig::default(),
+    };
+    let tenants = TenantNames::from_workload(&prepared.workload.tenants, &prepared.workload.jobs);
+    let cluster = ClusterSummary {
+        declared_tenants: prepared.declared_tenants.clone(),
+        ..ClusterSummary::from_spec(&prepared.cluster)
+    };
+    for warning in validate(&config, &tenants, &cluster)? {
+        eprintln!("warning: {warning}");
+    }
     let Some(path) = &run.tenant_config else { return Ok(params) };
-    let config = cotenant_trace::accounts::read_tenant_config(path)?;
     if !config.accounts.is_empty() {
         let specs: Vec<(String, Option<String>, f64)> =
             config.accounts.iter().map(|a| (a.name.clone(), a.parent.clone(), a.shares)).collect();
@@ -336,6 +350,11 @@ pub fn load_throughputs(run: &RunArgs) -> Result<Option<cotenant_perf::throughpu
 /// Rates from `--throughputs` (checked against every job), else the reference rate.
 pub fn rate_model(run: &RunArgs, prepared: &Prepared) -> Result<Box<dyn RateModel>> {
     let Some(table) = load_throughputs(run)? else { return Ok(Box::new(ReferenceRate)) };
+    cotenant_trace::gavel_throughputs::check_workload_rates(
+        &prepared.workload,
+        &table,
+        &prepared.cluster.gpu_types,
+    )?;
     let rates = cotenant_sim::gavel_rates::GavelRates::new(
         table,
         prepared.workload.job_types.clone(),
@@ -345,13 +364,7 @@ pub fn rate_model(run: &RunArgs, prepared: &Prepared) -> Result<Box<dyn RateMode
     rates.check_jobs(&prepared.workload.jobs).map_err(|error| {
         let w = &prepared.workload;
         match error.job().and_then(|job| w.lines.get(job as usize)) {
-            Some(line) => {
-                let field = match error {
-                    cotenant_sim::gavel_rates::GavelRatesError::TooLong { .. } => ", field total_steps",
-                    _ => ", field job_type",
-                };
-                anyhow!("{} line {line}{field}: {error}", w.source)
-            }
+            Some(line) => anyhow!("{} line {line}, field job_type: {error}", w.source),
             None => anyhow!("{}: {error}", w.source),
         }
     })?;

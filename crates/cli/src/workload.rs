@@ -65,6 +65,8 @@ pub struct Prepared {
     pub cluster: ClusterSpec,
     pub cluster_rule: String,
     pub notes: Vec<String>,
+    /// Tenant names the `--cluster` TOML declares (checked against the workload's).
+    pub declared_tenants: Vec<String>,
 }
 
 pub fn prepare(args: &WorkloadArgs) -> Result<Prepared> {
@@ -96,7 +98,8 @@ pub fn prepare(args: &WorkloadArgs) -> Result<Prepared> {
     }
     reject_wide_jobs(&mut workload, kind, &cluster, args.drop_wide_jobs, &mut notes)?;
     notes.extend(workload.notes.iter().cloned());
-    Ok(Prepared { workload, kind, cluster, cluster_rule, notes })
+    let declared_tenants = tenants.iter().map(|t| t.name.clone()).collect();
+    Ok(Prepared { workload, kind, cluster, cluster_rule, notes, declared_tenants })
 }
 
 fn load(args: &WorkloadArgs) -> Result<(Workload, Option<TraceKind>, Option<PathBuf>)> {
@@ -123,7 +126,13 @@ fn load(args: &WorkloadArgs) -> Result<(Workload, Option<TraceKind>, Option<Path
     }
     let workload = read_trace(kind, &path, &slice).with_context(|| format!("reading {}", path.display()))?;
     if workload.jobs.is_empty() {
-        bail!("{}: no jobs in the selected slice", path.display());
+        bail!(
+            "{}: no jobs arrive in the selected slice (--from {}, --to {}, --max-jobs {})",
+            path.display(),
+            args.from.as_deref().unwrap_or("-"),
+            args.to.as_deref().unwrap_or("-"),
+            args.max_jobs.map_or("-".to_string(), |n| n.to_string())
+        );
     }
     Ok((workload, Some(kind), Some(path)))
 }

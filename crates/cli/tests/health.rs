@@ -117,7 +117,29 @@ fn a_job_longer_than_the_limit_is_refused_naming_line_and_field() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("line 2, field total_steps") && err.contains("MAX_JOB_DURATION"), "{err}");
+    assert!(err.contains("line 2, field total_steps") && err.contains("MAX_JOB_STEPS"), "{err}");
+
+    // Under the step limit but still years of work at the table's fastest rate.
+    std::fs::write(
+        &trace,
+        "ResNet-18 (batch size 128)\tpython3 main.py\tcifar10\t--num_steps\t1\t1000\t1\t1\t-1\t0\n\
+         ResNet-18 (batch size 128)\tpython3 main.py\tcifar10\t--num_steps\t1\t10000000000\t1\t1\t-1\t0\n",
+    )
+    .unwrap();
+    let out = cotenant(&[
+        "sim",
+        "--trace",
+        &format!("gavel:{}", trace.display()),
+        "--throughputs",
+        &data("gavel/simulation_throughputs.json.gz"),
+        "--cluster",
+        "v100=2,k80=4",
+        "--policy",
+        "gavel-fifo",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("line 2") && err.contains("MAX_JOB_DURATION"), "{err}");
 }
 
 /// Jobs a tenant limit ends are stated after the table as notes (was: "gpu_limit = 0

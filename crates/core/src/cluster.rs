@@ -3,7 +3,7 @@
 use crate::ids::{GpuId, GpuTypeId, JobId, NodeId};
 
 /// Most GPUs one node may hold; free GPUs of a node are a 64-bit mask.
-pub const MAX_GPUS_PER_NODE: u32 = 64;
+pub use crate::limits::MAX_GPUS_PER_NODE;
 
 /// One server as configured.
 #[derive(Clone, Debug, PartialEq)]

@@ -30,8 +30,8 @@ pub const MAX_CLUSTER_GPUS: u64 = 1 << 20;
 /// Most nodes in one modelled cluster.
 pub const MAX_CLUSTER_NODES: u64 = 1 << 18;
 
-/// Most GPUs on one node.
-pub const MAX_GPUS_PER_NODE: u32 = 1024;
+/// Most GPUs on one node (a node's GPUs are one 64-bit ownership mask in `core::cluster`).
+pub const MAX_GPUS_PER_NODE: u32 = 64;
 
 /// Most windows a run keeps per tenant for share and fairness over time (`--share-window`).
 pub const MAX_SHARE_WINDOWS: u64 = 100_000;

@@ -11,7 +11,6 @@
 //!   pair `[own, other]`. A pair the table lacks is time-sliced: each job gets
 //!   the isolated rate divided by the number of jobs sharing.
 
-use cotenant_core::limits::MAX_JOB_DURATION;
 use cotenant_core::{Cluster, GpuId, JobSpec};
 use cotenant_perf::throughput::{JobTypeKey, ThroughputTable};
 
@@ -38,11 +37,6 @@ pub enum GavelRatesError {
     UnknownGpuType { gpu_type: String, known: String },
     #[error("throughput table has no rate for {key} on {gpu_type} (job {job})")]
     MissingRate { key: String, gpu_type: String, job: u32 },
-    #[error(
-        "job {job}: {work} steps take {days:.0} days even on its fastest GPU type ({rate} steps/s), \
-         over the limit of {limit_days} days (core::limits::MAX_JOB_DURATION)"
-    )]
-    TooLong { job: u32, work: f64, rate: f64, days: f64, limit_days: u64 },
 }
 
 impl GavelRatesError {
@@ -51,8 +45,7 @@ impl GavelRatesError {
         match *self {
             GavelRatesError::NoJobType { job }
             | GavelRatesError::UnknownJobType { job, .. }
-            | GavelRatesError::MissingRate { job, .. }
-            | GavelRatesError::TooLong { job, .. } => Some(job),
+            | GavelRatesError::MissingRate { job, .. } => Some(job),
             GavelRatesError::UnknownGpuType { .. } => None,
         }
     }
@@ -96,12 +89,9 @@ impl GavelRates {
     pub fn check_jobs<'a>(&self, jobs: impl IntoIterator<Item = &'a JobSpec>) -> Result<(), GavelRatesError> {
         for job in jobs {
             let key = self.key(job)?;
-            let mut fastest: f64 = 0.0;
             for (cluster_type, table_type) in self.table_type_of.iter().enumerate() {
                 let Some(t) = *table_type else { continue };
-                if let Some(rate) = self.table.consolidated(&key, t) {
-                    fastest = fastest.max(rate);
-                } else {
+                if self.table.consolidated(&key, t).is_none() {
                     let gpu_type =
                         self.table.gpu_types().get(t).cloned().unwrap_or_else(|| cluster_type.to_string());
                     return Err(GavelRatesError::MissingRate {
@@ -110,16 +100,6 @@ impl GavelRates {
                         job: job.id.0,
                     });
                 }
-            }
-            let limit_secs = MAX_JOB_DURATION.as_secs_f64();
-            if fastest > 0.0 && job.work / fastest > limit_secs {
-                return Err(GavelRatesError::TooLong {
-                    job: job.id.0,
-                    work: job.work,
-                    rate: fastest,
-                    days: job.work / fastest / 86_400.0,
-                    limit_days: MAX_JOB_DURATION.0 / 86_400_000_000,
-                });
             }
         }
         Ok(())

@@ -87,12 +87,9 @@ fn default_cohort() -> String {
 /// A tenant config that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TenantConfigError {
-    #[error("{file}: {source}")]
-    Io {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
+    // The I/O error is shown, not chained, so that its text is not printed twice.
+    #[error("{file}: {error}")]
+    Io { file: String, error: std::io::Error },
     /// The TOML does not parse or has the wrong shape; `message` starts with the file and line.
     #[error("{message}")]
     Toml { file: String, message: String },
@@ -107,8 +104,8 @@ pub enum TenantConfigError {
 /// Reads and checks a tenant config file.
 pub fn read_tenant_config(path: &Path) -> Result<TenantConfig, TenantConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| TenantConfigError::Io { file: file.clone(), source })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|error| TenantConfigError::Io { file: file.clone(), error })?;
     parse_tenant_config(&text, &file)
 }
 
