@@ -2,26 +2,9 @@
 //! clear errors (file, line, field; non-zero exit) on bad input.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn cotenant(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cotenant")).args(args).output().expect("binary runs")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cotenant-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{cotenant, stderr, stdout, temp_dir};
 
 const ONE_DAY: [&str; 4] = ["--from", "2017-11-06", "--to", "2017-11-07"];
 

@@ -3,29 +3,15 @@
 //! exit status 0 (issue 7) stay fixed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{cotenant, stderr, stdout, temp_dir};
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn cotenant(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cotenant")).args(args).output().expect("binary runs")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use std::process::Output;
 
 fn data(path: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data").join(path).to_str().unwrap().to_string()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cotenant-health-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// `sim --json` on a bundled Gavel trace, 2 V100 + 4 K80, default overheads.

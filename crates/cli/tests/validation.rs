@@ -5,26 +5,9 @@
 //! allowed range.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn cotenant(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cotenant")).args(args).output().expect("binary runs")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cotenant-validation-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{cotenant, stderr, stdout, temp_dir};
 
 /// Runs and expects failure with every `wanted` fragment in stderr.
 fn fails_with(args: &[&str], wanted: &[&str]) {
@@ -235,4 +218,42 @@ fn cluster_sizes_are_bounded_before_allocation() {
         &["sim", "--max-jobs", "20", "--cluster", path.to_str().unwrap()],
         &["cluster.toml line 5: unknown field `memory`", "(did you mean `memory_gib`?)"],
     );
+}
+
+/// Was: a Kueue queue naming GPU type `v100` on a cluster whose type is `gpu` ran for
+/// over 300 s and ended with no word about the mismatch.
+#[test]
+fn a_queue_naming_a_gpu_type_the_cluster_lacks_is_refused_by_sim() {
+    let dir = temp_dir("kueue-v100");
+    let config = dir.join("queues.toml");
+    std::fs::write(&config, "[[queue]]\ntenant = \"6214e9\"\nnominal = { v100 = 8 }\n").unwrap();
+    let out = cotenant(&[
+        "sim",
+        "--max-jobs",
+        "50",
+        "--policy",
+        "kueue",
+        "--tenant-config",
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("GPU type 'v100' is not in the cluster (its types: gpu)"), "{err}");
+}
+
+/// Was: `gpu_limit = 0` ended half the jobs with no note.
+#[test]
+fn a_gpu_limit_that_blocks_jobs_is_warned_about_and_noted() {
+    let dir = temp_dir("limit-zero");
+    let cluster = dir.join("cluster.toml");
+    std::fs::write(
+        &cluster,
+        "[[nodes]]\ncount = 60\ngpu = \"gpu\"\ngpus = 8\n\n[[tenants]]\nname = \"6214e9\"\ngpu_limit = 0\n",
+    )
+    .unwrap();
+    let out =
+        cotenant(&["sim", "--max-jobs", "200", "--policy", "fifo", "--cluster", cluster.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("warning:") && stderr(&out).contains("6214e9"), "{}", stderr(&out));
+    assert!(stdout(&out).contains("jobs ended without completing"), "{}", stdout(&out));
 }
