@@ -26,6 +26,8 @@ echo "cotenant-fuzz: seed $SEED, $SECONDS_PER_TARGET s per target, memory limit 
 printf '%-15s %10s %9s %9s %7s %9s %11s %10s %8s\n' \
     target execs ok errors panics timeouts violations bad-error seconds
 status=0
+passed=0
+failed=0
 for target in $TARGETS; do
     # The limit applies to the fuzzer only (a subshell), not to cargo above.
     set +e
@@ -36,6 +38,11 @@ for target in $TARGETS; do
     )
     rc=$?
     set -e
+    if [ "$rc" -eq 0 ]; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+    fi
     if [ "$rc" -eq 1 ]; then
         status=1
     elif [ "$rc" -eq 2 ]; then
@@ -55,4 +62,5 @@ for target in $TARGETS; do
         echo "$target: crash reproducer (the last input run) in $current"
     fi
 done
+echo "fuzz: $passed passed, $failed failed"
 exit "$status"

@@ -5,18 +5,6 @@ use std::time::Duration;
 
 use cotenant_fuzz::{escape, quiet_panics, run_target, targets, Config};
 
-/// The cluster and tenant config parsers belong to another change of issue 7
-/// (limits on node count and GPUs); until it is merged, an unbounded inline spec
-/// (`nodes=4294967295`) would allocate without limit (the probe asks for one node more than MAX_CLUSTER_NODES, which is cheap), so those two targets run
-/// only once the parser rejects it.
-fn config_parsers_are_bounded() -> bool {
-    let bounded = cotenant_trace::parse_cluster_inline("nodes=262145,gpus-per-node=1").is_err();
-    if !bounded {
-        eprintln!("skipping cluster_config and tenant_config: parse_cluster_inline does not bound nodes yet");
-    }
-    bounded
-}
-
 #[test]
 fn every_target_runs_clean_for_2000_execs() {
     quiet_panics();
@@ -30,12 +18,8 @@ fn every_target_runs_clean_for_2000_execs() {
     let all = targets(&cotenant_trace::bundled_data_dir());
     assert_eq!(all.len(), 12);
     let mut failures = Vec::new();
-    let configs = config_parsers_are_bounded();
     for target in &all {
         assert!(!target.seeds.is_empty(), "{} has no seeds", target.name);
-        if !configs && matches!(target.name, "cluster_config" | "tenant_config") {
-            continue;
-        }
         let report = run_target(target, &config);
         assert_eq!(report.execs, 2_000, "{}", target.name);
         assert!(report.distinct_errors > 0, "{}: the mutator never produced an error", target.name);
