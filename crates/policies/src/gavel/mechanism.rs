@@ -539,17 +539,20 @@ impl Gavel {
     }
 
     /// Gavel's `_schedule_jobs_on_workers_helper`: (combination, type) chosen this round.
+    /// `any_priority`: also take zero-priority combinations under FIFO (a last
+    /// resort when nothing else can run).
     fn choose(
         &mut self,
         priorities: &BTreeMap<Combo, Vec<f64>>,
         view: &ClusterView<'_>,
+        any_priority: bool,
     ) -> Vec<(Combo, usize)> {
         let types = self.types.as_ref().expect("types initialized");
         let mut order = types.order.clone();
         if !self.config.objective.heterogeneity_aware() {
             self.shuffler.shuffle(&mut order);
         }
-        let is_fifo = self.config.objective.is_fifo();
+        let is_fifo = self.config.objective.is_fifo() && !any_priority;
         let mut left: Vec<u32> = (0..types.names.len()).map(|t| up_gpus_of_type(view, t)).collect();
         let mut picked = Picked { taken: BTreeSet::new(), tenant_gpus: vec![0u32; view.tenants.len()] };
         let mut chosen = Vec::new();
@@ -630,13 +633,20 @@ impl Gavel {
             return decision;
         }
         let priorities = self.priorities(view, now, false);
-        let mut chosen = self.choose(&priorities, view);
+        let mut chosen = self.choose(&priorities, view, false);
         if !chosen.iter().any(|(c, _)| self.allocation.contains_key(c)) {
             // Nothing would run (combinations chosen without an allocation get
             // no GPUs, as in Gavel). Gavel then forces a reset; without it no
             // timer would ever fire again.
             let priorities = self.priorities(view, now, true);
-            chosen = self.choose(&priorities, view);
+            chosen = self.choose(&priorities, view, false);
+            if !chosen.iter().any(|(c, _)| self.allocation.contains_key(c)) {
+                // Still nothing: the only positive-priority combinations cannot be
+                // taken (FIFO-packed's pairs over a tenant's hard GPU limit, which
+                // Gavel never checks). Without a start no timer would fire and the
+                // jobs would wait forever; consider zero-priority ones too.
+                chosen = self.choose(&priorities, view, true);
+            }
         }
         let placed = self.place(view, &chosen, &mut decision);
         self.count_leases(&previous, &placed);
