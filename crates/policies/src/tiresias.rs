@@ -155,9 +155,18 @@ impl Policy for Tiresias {
     fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
         self.sync(view);
         let now = view.now;
-        let running = view.running_jobs().map(|job| (self.key(job, now), job.id())).collect();
-        let decision =
-            preemptive_pass(view, running, self.queue.iter(), self.queue.smallest_request(), self.placement);
+        // Within a queue, running jobs rank ahead of waiting ones (Tiresias keeps a
+        // running job ahead of the pending jobs of its own queue), so a job is only
+        // ever preempted by a job of a higher-priority queue.
+        let running = view
+            .running_jobs()
+            .map(|job| {
+                let (level, arrival) = self.key(job, now);
+                ((level, false, arrival), job.id())
+            })
+            .collect();
+        let waiting = self.queue.iter().map(|((level, arrival), id)| ((level, true, arrival), id));
+        let decision = preemptive_pass(view, running, waiting, self.queue.smallest_request(), self.placement);
         let anyone_waits = waiting_after(self.queue.len(), &decision) > 0;
         let promotion = self.promotions.first().map(|&(at, _)| at);
         let demotion = if anyone_waits { self.next_demotion(view, &decision) } else { None };

@@ -117,16 +117,30 @@ fn tiresias_fifo_within_a_queue() {
 }
 
 #[test]
+fn tiresias_keeps_a_running_job_ahead_of_its_own_queue() {
+    // One node of 2 GPUs, threshold 100 GPU-s (never crossed: one queue). J0 (1 GPU, 3 s)
+    // runs 0-3. J1 (2 GPUs, 10 s) at 1 does not fit and is skipped; J2 (1 GPU, 10 s) at 2
+    // takes the free GPU. At 3 J0 ends: the older J1 would fit if J2 stopped, but a running
+    // job stays ahead of the waiting jobs of its own queue (Tiresias' semantics; ranking
+    // by (queue, arrival) alone preempted J2 here). J2 runs to 12, then J1 12-22.
+    let opts = [("thresholds", "100s"), ("knob", "0")];
+    let r = run_with("tiresias", &opts, 1, 2, &jobs(&[(0, 1, 3), (1, 2, 10), (2, 1, 10)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(3.0, 0.0, 0), (21.0, 11.0, 0), (10.0, 0.0, 0)]);
+}
+
+#[test]
 fn tiresias_starvation_guard_promotes_waiting_jobs() {
     // Threshold 1 GPU-s, knob 1, one GPU; J0 (3 s) at 0, J1 (5 s) at 1, J2 (5 s) at 2.
     // 0-1 J0 | 1-2 J1 (J0 demoted) | 2-3 J0 (promoted at 2: waited 1 = its run time)
     // | 3-4 J1 (promoted at 3) | 4-5 J2 | 5-6 J0 (promoted at 5; finishes, 3 s done)
-    // | 6-7 J1 (promoted at 6) | 7-8 J2 | 8-10 J1 (both in queue 1, J1 arrived first;
-    // with 1-2, 3-4, 6-7 it has its 5 s at 10) | 10-13 J2 (2 s done, 3 s left).
+    // | 6-7 J1 (promoted at 6) | 7-8 J2 | at 8 J2 drops to queue 1 beside the waiting J1,
+    // and a running job stays ahead of the waiting jobs of its own queue (as in
+    // Tiresias): 8-10 J2 | at 10 J1 is promoted (waited 3 = its run time) and preempts
+    // it: 10-12 J1 (3 + 2 s: done at 12) | 12-13 J2 (1 + 1 + 2 s before, 1 s left).
     let opts = [("thresholds", "1s"), ("knob", "1")];
     let r = run_with("tiresias", &opts, 1, 1, &jobs(&[(0, 1, 3), (1, 1, 5), (2, 1, 5)]), FREE_PREEMPTION);
     let jct: Vec<f64> = outcome(&r).iter().map(|o| o.0).collect();
-    assert_eq!(jct, vec![6.0, 9.0, 11.0]);
+    assert_eq!(jct, vec![6.0, 11.0, 11.0]);
 }
 
 #[test]
