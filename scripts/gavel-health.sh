@@ -6,15 +6,9 @@
 # cannot be trusted would make this script fail (issue 7's acceptance check).
 # Usage: scripts/gavel-health.sh
 set -Eeuo pipefail
-trap 'status=$?; echo "error: ${BASH_SOURCE[0]} line $LINENO: \`$BASH_COMMAND\` failed (exit $status)" >&2' ERR
-cd "$(dirname "$0")/.."
-cargo build --release -q -p cotenant-cli
-TARGET_DIR=${CARGO_TARGET_DIR:-target}
-BIN=$TARGET_DIR/release/cotenant
-if [[ ! -x $BIN ]]; then
-  echo "error: $BIN missing after cargo build (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-unset})" >&2
-  exit 1
-fi
+# Shared prelude: error trap, repository root, TARGET_DIR, BIN, build_cotenant.
+source "$(dirname "$0")/common.sh"
+build_cotenant
 DATA=data/gavel
 OUT=docs/experiments/gavel-health.md
 POLICIES=$("$BIN" policies | awk '{print $1}' | grep -E '^(gavel-fifo|fifo-perf|fifo-packed|max-min-fairness|finish-time-fairness|min-total-duration|max-sum-throughput)' | paste -sd, -)

@@ -9,18 +9,10 @@
 # Gavel's own packed policies crash with current numerical libraries, so there is no
 # reference number. Usage: scripts/gavel-packed.sh (about two minutes on two cores).
 set -Eeuo pipefail
-# Fail loudly: name the line and command that failed (also inside $(...) and functions).
-trap 'status=$?; echo "error: ${BASH_SOURCE[0]} line $LINENO: \`$BASH_COMMAND\` failed (exit $status)" >&2' ERR
-cd "$(dirname "$0")/.."
-cargo build --release -q -p cotenant-cli
+# Shared prelude: error trap, repository root, TARGET_DIR, BIN, build_cotenant.
+source "$(dirname "$0")/common.sh"
+build_cotenant
 cargo build --release -q -p cotenant-policies --example gavel_bench
-# Honour CARGO_TARGET_DIR (relative paths are relative to the repository root, as for cargo).
-TARGET_DIR=${CARGO_TARGET_DIR:-target}
-BIN=$TARGET_DIR/release/cotenant
-if [[ ! -x $BIN ]]; then
-  echo "error: $BIN missing after cargo build (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-unset})" >&2
-  exit 1
-fi
 DATA=data/gavel
 OUT=docs/experiments/gavel-packed.md
 TMP=$(mktemp -d)

@@ -5,17 +5,9 @@
 # time, as Gavel's simulator has none) and compares with the numbers Gavel's simulator
 # prints for the same inputs (PAPERS.md Part 1). Usage: scripts/gavel-parity.sh
 set -Eeuo pipefail
-# Fail loudly: name the line and command that failed (also inside $(...) and functions).
-trap 'status=$?; echo "error: ${BASH_SOURCE[0]} line $LINENO: \`$BASH_COMMAND\` failed (exit $status)" >&2' ERR
-cd "$(dirname "$0")/.."
-cargo build --release -q -p cotenant-cli
-# Honour CARGO_TARGET_DIR (relative paths are relative to the repository root, as for cargo).
-TARGET_DIR=${CARGO_TARGET_DIR:-target}
-BIN=$TARGET_DIR/release/cotenant
-if [[ ! -x $BIN ]]; then
-  echo "error: $BIN missing after cargo build (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-unset})" >&2
-  exit 1
-fi
+# Shared prelude: error trap, repository root, TARGET_DIR, BIN, build_cotenant.
+source "$(dirname "$0")/common.sh"
+build_cotenant
 DATA=data/gavel
 OUT=docs/experiments/gavel-parity.md
 POLICIES=gavel-fifo,fifo-perf,max-min-fairness,max-min-fairness-perf,finish-time-fairness,finish-time-fairness-perf,min-total-duration-perf,max-sum-throughput-perf

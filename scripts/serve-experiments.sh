@@ -3,17 +3,9 @@
 # commands this script runs and pastes verbatim. Usage: scripts/serve-experiments.sh [name...]
 # (names: calibration vtc attribution driftsched sarathi lookahead routers fairserve plan; default all).
 set -Eeuo pipefail
-# Fail loudly: name the line and command that failed (also inside $(...) and functions).
-trap 'status=$?; echo "error: ${BASH_SOURCE[0]} line $LINENO: \`$BASH_COMMAND\` failed (exit $status)" >&2' ERR
-cd "$(dirname "$0")/.."
-cargo build --release -q -p cotenant-cli
-# Honour CARGO_TARGET_DIR (relative paths are relative to the repository root, as for cargo).
-TARGET_DIR=${CARGO_TARGET_DIR:-target}
-BIN=$TARGET_DIR/release/cotenant
-if [[ ! -x $BIN ]]; then
-  echo "error: $BIN missing after cargo build (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-unset})" >&2
-  exit 1
-fi
+# Shared prelude: error trap, repository root, TARGET_DIR, BIN, build_cotenant.
+source "$(dirname "$0")/common.sh"
+build_cotenant
 OUT=docs/experiments
 
 # Runs a command and appends it and its output to a Markdown file as a code block.

@@ -5,20 +5,14 @@
 # against the per-job logs of Tiresias's simulator (../shared/traces/tiresias-reference).
 # Usage: scripts/tiresias-parity.sh (COTENANT_TRACES=DIR for another traces folder).
 set -Eeuo pipefail
-trap 'status=$?; echo "error: ${BASH_SOURCE[0]} line $LINENO: \`$BASH_COMMAND\` failed (exit $status)" >&2' ERR
-cd "$(dirname "$0")/.."
+# Shared prelude: error trap, repository root, TARGET_DIR, BIN, build_cotenant.
+source "$(dirname "$0")/common.sh"
 TRACES=${COTENANT_TRACES:-../shared/traces}
 if [[ ! -f $TRACES/tiresias/60_job.csv || ! -d $TRACES/tiresias-reference ]]; then
   echo "error: needs $TRACES/tiresias/60_job.csv and $TRACES/tiresias-reference (set COTENANT_TRACES)" >&2
   exit 1
 fi
-cargo build --release -q -p cotenant-cli
-TARGET_DIR=${CARGO_TARGET_DIR:-target}
-BIN=$TARGET_DIR/release/cotenant
-if [[ ! -x $BIN ]]; then
-  echo "error: $BIN missing after cargo build (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-unset})" >&2
-  exit 1
-fi
+build_cotenant
 OUT=docs/experiments/tiresias-parity.md
 RUNS=$(mktemp -d)
 trap 'rm -rf "$RUNS"' EXIT
