@@ -361,13 +361,6 @@ pub fn rate_model(run: &RunArgs, prepared: &Prepared) -> Result<Box<dyn RateMode
         &prepared.cluster.gpu_types,
         cotenant_sim::gavel_rates::Consolidation::Always,
     )?;
-    rates.check_jobs(&prepared.workload.jobs).map_err(|error| {
-        let w = &prepared.workload;
-        match error.job().and_then(|job| w.lines.get(job as usize)) {
-            Some(line) => anyhow!("{} line {line}, field job_type: {error}", w.source),
-            None => anyhow!("{}: {error}", w.source),
-        }
-    })?;
     Ok(Box::new(rates))
 }
 

@@ -1,10 +1,14 @@
 //! End-to-end checks of the serving simulator: hand-computed KV exhaustion with
 //! recompute, VTC counters with a lift, invariants under random workloads, the
-//! prefix cache, determinism and the bundled Azure trace.
+//! prefix cache, determinism and the bundled Azure trace; configurations outside their
+//! ranges refused by `simulate`.
 
+use cotenant_core::limits::MAX_SHARE_WINDOWS;
 use cotenant_core::{Span, TenantId, TenantSpec, Time};
 use cotenant_perf::{find_gpu, ModelShape, Roofline, RooflineParams};
+use cotenant_serve::plan::{goodput_search, with_windows_for};
 use cotenant_serve::scheduler::{BatchLimits, DriftConfig, VtcCounters};
+use cotenant_serve::sim::ServeError;
 use cotenant_serve::state::Phase;
 use cotenant_serve::{
     simulate, summarize, Request, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Tier,
@@ -231,4 +235,65 @@ proptest! {
         let hits: f64 = result.seqs.iter().map(|s| f64::from(s.prefix_hit_tokens)).sum();
         prop_assert!(service >= outputs + prompts - hits - 1e-6);
     }
+}
+
+// A serving configuration outside its ranges is an error from `simulate`, never a
+// silent fix-up or an unbounded allocation; goodput probes at low rates widen their
+// service windows instead of failing.
+
+/// `n` requests of one tenant, `gap_us` apart (64-token prompts, 8 outputs).
+fn evenly_spaced(n: usize, gap_us: u64) -> Workload {
+    workload((0..n).map(|i| request(0, i as u64 * gap_us, 64, 8)).collect(), 1)
+}
+
+/// FCFS, default batch limits, KV sized from GPU memory.
+fn unbounded_config() -> ServeConfig {
+    let tenants = [TenantSpec::new("t0")];
+    ServeConfig {
+        kv_capacity_tokens: None,
+        ..config(SchedulerKind::Fcfs, &tenants, 0, BatchLimits::default().token_budget)
+    }
+}
+
+fn error_of(config: &ServeConfig, workload: &Workload) -> String {
+    match simulate(workload, config) {
+        Ok(_) => panic!("simulate accepted a bad config"),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[test]
+fn out_of_range_values_are_errors() {
+    let w = evenly_spaced(10, 100_000);
+    let mut c = unbounded_config();
+    c.memory_utilization = 2.0;
+    assert_eq!(error_of(&c, &w), "memory_utilization = 2: must be a fraction in (0, 1]");
+    c.memory_utilization = f64::NAN;
+    assert!(error_of(&c, &w).starts_with("memory_utilization = NaN"));
+    let mut c = unbounded_config();
+    c.scheduler.limits.token_budget = 0;
+    assert_eq!(error_of(&c, &w), "token_budget = 0: must be at least 1");
+    let mut c = unbounded_config();
+    c.scheduler.limits.max_seqs = 0;
+    assert_eq!(error_of(&c, &w), "max_seqs = 0: must be at least 1");
+    let mut c = unbounded_config();
+    c.service_window = Span::ZERO;
+    assert!(error_of(&c, &w).starts_with("service_window = 0"));
+}
+
+#[test]
+fn windows_are_bounded_and_probes_widen_them() {
+    // 1,000 requests a second apart: 999 s of arrivals.
+    let w = evenly_spaced(1_000, 1_000_000);
+    let mut c = unbounded_config();
+    c.service_window = Span(1_000); // 1 ms: 999,000 windows
+    assert!(matches!(simulate(&w, &c), Err(ServeError::TooManyWindows { windows: 999_000, .. })));
+    let widened = with_windows_for(&c, &w);
+    assert!(widened.service_window.0 * MAX_SHARE_WINDOWS > 999_000_000);
+    assert!(simulate(&w, &widened).is_ok());
+    // Goodput probes scale the arrivals down as far as 1/1024: they must not fail.
+    let found = goodput_search(&w, &unbounded_config(), 0.9, 1.0).expect("probes run");
+    assert!(found.rate_scale > 0.0);
+    // One request a second never strains a replica: no probe misses, the result is a bound.
+    assert!(found.capped, "{:?}", found.probes);
 }

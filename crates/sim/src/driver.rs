@@ -521,10 +521,7 @@ impl<'a> Run<'a> {
             });
         }
         // Close runs still open (a horizon, or a job whose rate is zero) at the end.
-        let end = match self.early_stop {
-            Some(EarlyStop::Horizon { at }) => at.max(self.now),
-            _ => self.config.horizon.unwrap_or(self.now).max(self.now),
-        };
+        let end = self.config.horizon.unwrap_or(self.now).max(self.now);
         self.usage.advance(end);
         for (world, spec) in self.world.iter_mut().zip(self.jobs) {
             if world.running {

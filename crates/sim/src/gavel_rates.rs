@@ -39,18 +39,6 @@ pub enum GavelRatesError {
     MissingRate { key: String, gpu_type: String, job: u32 },
 }
 
-impl GavelRatesError {
-    /// The job the error is about, if it is about one.
-    pub fn job(&self) -> Option<u32> {
-        match *self {
-            GavelRatesError::NoJobType { job }
-            | GavelRatesError::UnknownJobType { job, .. }
-            | GavelRatesError::MissingRate { job, .. } => Some(job),
-            GavelRatesError::UnknownGpuType { .. } => None,
-        }
-    }
-}
-
 /// Rates from a throughput table for one workload on one cluster.
 #[derive(Clone, Debug)]
 pub struct GavelRates {

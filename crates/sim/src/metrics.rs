@@ -167,21 +167,23 @@ pub fn summarize(result: &SimResult) -> Summary {
 }
 
 /// The run's warnings and notes (see [`Health`]).
-pub fn health(result: &SimResult, s: &Summary) -> Health {
+fn health(result: &SimResult, s: &Summary) -> Health {
     let mut health = Health::default();
-    match result.early_stop {
-        Some(EarlyStop::Horizon { .. }) => health.notes.push(format!("{}", result.early_stop.expect("set"))),
-        Some(stop) => health.warnings.push(stop.to_string()),
-        None => {}
+    // Stopping at a horizon the caller set is a fact to state; any other early stop is a warning.
+    let at_horizon = matches!(result.early_stop, Some(EarlyStop::Horizon { .. }));
+    if let Some(stop) = result.early_stop {
+        let list = if at_horizon { &mut health.notes } else { &mut health.warnings };
+        list.push(stop.to_string());
     }
     if s.unfinished > 0 {
         let mut text = format!("{} of {} jobs did not finish:", s.unfinished, s.jobs);
         for (why, count) in &s.unfinished_reasons {
             text.push_str(&format!("\n  {count} {why}"));
         }
-        match result.early_stop {
-            Some(EarlyStop::Horizon { .. }) => health.notes.push(text),
-            _ => health.warnings.push(text),
+        if at_horizon {
+            health.notes.push(text);
+        } else {
+            health.warnings.push(text);
         }
     }
     for (reason, count) in &s.ended {

@@ -14,7 +14,7 @@ use cotenant_sim::gavel_rates::{Consolidation, GavelRates};
 use cotenant_sim::{simulate, summarize, EarlyStop, Overheads, SimConfig};
 use proptest::prelude::*;
 
-const POLICIES: [&str; 14] = [
+const POLICIES: [&str; 12] = [
     "gavel-fifo",
     "fifo-perf",
     "max-min-fairness",
@@ -27,8 +27,6 @@ const POLICIES: [&str; 14] = [
     "finish-time-fairness-packed",
     "min-total-duration-packed",
     "fifo-packed",
-    "gavel-fifo",
-    "max-min-fairness",
 ];
 
 const MODELS: [&str; 3] = ["resnet", "lm", "rl"];
