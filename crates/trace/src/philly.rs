@@ -3,13 +3,13 @@
 
 use std::path::Path;
 
-use cotenant_core::limits::{MAX_CLUSTER_NODES, MAX_UNIX_SECONDS, MIN_UNIX_SECONDS};
+use cotenant_core::limits::MAX_CLUSTER_NODES;
 use cotenant_core::{Span, TenantSpec};
 
 use crate::error::TraceError;
 use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
-use crate::text::{read_bytes, read_text, text_from_bytes, Row, Table};
-use crate::wallclock::{format_wall_clock, parse_wall_clock_us};
+use crate::text::{read_bytes, read_text, text_from_bytes, Table};
+use crate::wallclock::wall_clock_field;
 use crate::Workload;
 
 /// Reads `philly.csv` (`timestamp,duration,num_gpus,gpu_time,cluster`).
@@ -52,24 +52,6 @@ pub fn parse_philly(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Worklo
         raw.push(job);
     }
     assemble(file, raw, slice, Clock::WallClock, ReadReport::arrivals_in("timestamp"))
-}
-
-/// A wall-clock timestamp field, within [`MIN_UNIX_SECONDS`, `MAX_UNIX_SECONDS`].
-pub(crate) fn wall_clock_field(row: &Row<'_>, column: usize) -> Result<i64, TraceError> {
-    let us = parse_wall_clock_us(row.str(column)).map_err(|reason| row.error(column, reason))?;
-    let secs = us.div_euclid(1_000_000);
-    if !(MIN_UNIX_SECONDS..=MAX_UNIX_SECONDS).contains(&secs) {
-        return Err(row.error(
-            column,
-            format!(
-                "{:?} is outside the accepted range {} to {} (core::limits::MIN_UNIX_SECONDS, MAX_UNIX_SECONDS)",
-                row.str(column),
-                format_wall_clock(MIN_UNIX_SECONDS * 1_000_000),
-                format_wall_clock(MAX_UNIX_SECONDS * 1_000_000),
-            ),
-        ));
-    }
-    Ok(us)
 }
 
 /// One row of `philly_vc.csv`: a VC and its node count.

@@ -8,14 +8,11 @@
 use std::io::{BufRead, Read};
 use std::path::Path;
 
-use cotenant_core::limits::{
-    MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS, MAX_REQUEST_SPAN, MAX_UNIX_SECONDS, MIN_UNIX_SECONDS,
-};
+use cotenant_core::limits::{MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS, MAX_REQUEST_SPAN};
 use serde_json::Value;
 
 use crate::error::TraceError;
 use crate::text::{decode_utf8, describe_span, gunzip_if_gzip, read_bytes, Row, Table};
-use crate::wallclock::format_wall_clock;
 use crate::SkipCount;
 
 /// Tokens per prefix-cache block in the Mooncake trace (its README: block size 512).
@@ -126,19 +123,8 @@ fn azure_timestamp(row: &Row<'_>, column: usize) -> Result<u64, TraceError> {
     if !text.contains([' ', 'T']) {
         return Err(row.error(column, format!("expected `YYYY-MM-DD HH:MM:SS[.fraction]`, got {text:?}")));
     }
-    let us = crate::wallclock::parse_wall_clock_us(text).map_err(|reason| row.error(column, reason))?;
-    if !(MIN_UNIX_SECONDS..=MAX_UNIX_SECONDS).contains(&us.div_euclid(1_000_000)) {
-        return Err(row.error(
-            column,
-            format!(
-                "{:?} is outside the accepted range {} to {} (core::limits::MIN_UNIX_SECONDS, MAX_UNIX_SECONDS)",
-                row.str(column),
-                format_wall_clock(MIN_UNIX_SECONDS * 1_000_000),
-                format_wall_clock(MAX_UNIX_SECONDS * 1_000_000)
-            ),
-        ));
-    }
-    // Within the limits above, so positive.
+    let us = crate::wallclock::wall_clock_field(row, column)?;
+    // Within core::limits::MIN_UNIX_SECONDS..=MAX_UNIX_SECONDS, so positive.
     Ok(us.unsigned_abs())
 }
 

@@ -3,6 +3,11 @@
 //! lean; the result is microseconds since 1970-01-01 00:00:00 of the same
 //! (unknown) zone, which is all a trace needs: only differences matter.
 
+use cotenant_core::limits::{MAX_UNIX_SECONDS, MIN_UNIX_SECONDS};
+
+use crate::error::TraceError;
+use crate::text::Row;
+
 /// Parses a timestamp to microseconds since the epoch of its own zone.
 /// Returns a short reason on failure.
 pub fn parse_wall_clock_us(text: &str) -> Result<i64, String> {
@@ -108,6 +113,24 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let year = yoe + era * 400 + i64::from(month <= 2);
     (year, month, day)
+}
+
+/// A wall-clock timestamp field, within [`cotenant_core::limits::MIN_UNIX_SECONDS`, `MAX_UNIX_SECONDS`].
+pub(crate) fn wall_clock_field(row: &Row<'_>, column: usize) -> Result<i64, TraceError> {
+    let us = parse_wall_clock_us(row.str(column)).map_err(|reason| row.error(column, reason))?;
+    let secs = us.div_euclid(1_000_000);
+    if !(MIN_UNIX_SECONDS..=MAX_UNIX_SECONDS).contains(&secs) {
+        return Err(row.error(
+            column,
+            format!(
+                "{:?} is outside the accepted range {} to {} (core::limits::MIN_UNIX_SECONDS, MAX_UNIX_SECONDS)",
+                row.str(column),
+                format_wall_clock(MIN_UNIX_SECONDS * 1_000_000),
+                format_wall_clock(MAX_UNIX_SECONDS * 1_000_000),
+            ),
+        ));
+    }
+    Ok(us)
 }
 
 #[cfg(test)]
