@@ -41,16 +41,25 @@ pub fn run(mut args: BenchArgs) -> Result<()> {
         prepared.workload.jobs.len()
     );
     println!("cluster:  {}", prepared.cluster_rule);
-    println!("one policy at a time, one thread, release build expected\n");
-    println!("| policy | wall (s) | events | events/s | jobs/s | scheduling passes | mean JCT (h) |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("one policy at a time, one thread, release build expected");
+    let floor = EventLoopFloor::measure(&prepared.workload.jobs);
+    println!(
+        "event-loop floor: {:.0} ns per event ({} events of a bare binary-heap loop over the same arrivals and run times, best of {FLOOR_REPEATS})\n",
+        floor.secs_per_event * 1e9,
+        floor.events
+    );
+    println!("| policy | wall (s) | floor (ms) | wall / floor | events | events/s | jobs/s | scheduling passes | mean JCT (h) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for policy in build_policies(&args.run, &prepared)? {
         let (result, wall) = run_one(&prepared, policy, &ReferenceRate, &config, &mut |_| {})?;
         let summary = summarize(&result);
+        let floor_secs = floor.secs_per_event * summary.events as f64;
         println!(
-            "| {} | {:.2} | {} | {:.0} | {:.0} | {} | {:.2} |",
+            "| {} | {:.2} | {:.1} | {:.0} | {} | {:.0} | {:.0} | {} | {:.2} |",
             summary.policy,
             wall,
+            floor_secs * 1e3,
+            wall / floor_secs,
             summary.events,
             summary.events as f64 / wall,
             summary.jobs as f64 / wall,
@@ -62,6 +71,63 @@ pub fn run(mut args: BenchArgs) -> Result<()> {
         println!("\npeak resident memory: {peak:.0} MiB");
     }
     Ok(())
+}
+
+const FLOOR_REPEATS: usize = 5;
+
+/// What a bare discrete-event loop costs per event on this machine: arrivals taken in
+/// order from the workload, each pushing its completion (arrival + run time at
+/// reference speed, as if it started at once) onto a binary heap ordered by (time,
+/// sequence), events popped in time order, a GPU counter updated per event. No engine,
+/// no policy, no validation: the figure a simulator cannot beat for the same events.
+struct EventLoopFloor {
+    events: u64,
+    secs_per_event: f64,
+}
+
+impl EventLoopFloor {
+    fn measure(jobs: &[cotenant_core::JobSpec]) -> EventLoopFloor {
+        let mut best = f64::INFINITY;
+        let mut events = 0;
+        for _ in 0..FLOOR_REPEATS {
+            let started = Instant::now();
+            events = std::hint::black_box(bare_event_loop(std::hint::black_box(jobs)));
+            best = best.min(started.elapsed().as_secs_f64());
+        }
+        EventLoopFloor { events, secs_per_event: best / events.max(1) as f64 }
+    }
+}
+
+/// The loop [`EventLoopFloor`] times; returns the number of events processed.
+fn bare_event_loop(jobs: &[cotenant_core::JobSpec]) -> u64 {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut heap: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::new();
+    let (mut sequence, mut events, mut busy) = (0u64, 0u64, 0u64);
+    let mut next = 0;
+    loop {
+        let arrival = jobs.get(next).map(|j| j.arrival.0);
+        let finish = heap.peek().map(|Reverse((t, _, _))| *t);
+        let take_arrival = match (arrival, finish) {
+            (Some(a), Some(f)) => a <= f,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        if take_arrival {
+            let job = &jobs[next];
+            next += 1;
+            busy += u64::from(job.gpus);
+            let run = cotenant_core::Span::from_secs_f64_ceil(job.work).0;
+            heap.push(Reverse((job.arrival.0.saturating_add(run), sequence, job.gpus)));
+            sequence += 1;
+        } else if let Some(Reverse((_, _, gpus))) = heap.pop() {
+            busy -= u64::from(gpus);
+        }
+        events += 1;
+    }
+    std::hint::black_box(busy);
+    events
 }
 
 /// Peak resident set size from /proc (Linux); `None` elsewhere.
