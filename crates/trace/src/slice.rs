@@ -247,17 +247,24 @@ fn check_bound_limits(bound: SliceBound) -> Result<(), TraceError> {
 
 /// Rejects a trace whose arrivals (sorted) span more than [`MAX_ARRIVAL_SPAN`],
 /// naming the row farthest from the median arrival (the likeliest typo).
-fn check_arrival_span(file: &str, raw: &[RawJob], field: &str) -> Result<(), TraceError> {
-    let (Some(first), Some(last)) = (raw.first(), raw.last()) else { return Ok(()) };
-    let span = i128::from(last.arrival_us) - i128::from(first.arrival_us);
+fn check_arrival_span(
+    file: &str,
+    keys: &[(i64, usize)],
+    raw: &[RawJob],
+    field: &str,
+) -> Result<(), TraceError> {
+    let (Some(&(first, first_at)), Some(&(last, last_at))) = (keys.first(), keys.last()) else {
+        return Ok(());
+    };
+    let span = i128::from(last) - i128::from(first);
     if span <= i128::from(MAX_ARRIVAL_SPAN.0) {
         return Ok(());
     }
-    let median = i128::from(raw[raw.len() / 2].arrival_us);
-    let far = if i128::from(last.arrival_us) - median >= median - i128::from(first.arrival_us) {
-        last
+    let median = i128::from(keys[keys.len() / 2].0);
+    let (far, far_us) = if i128::from(last) - median >= median - i128::from(first) {
+        (&raw[last_at], last)
     } else {
-        first
+        (&raw[first_at], first)
     };
     Err(TraceError::Field {
         file: file.to_string(),
@@ -268,7 +275,7 @@ fn check_arrival_span(file: &str, raw: &[RawJob], field: &str) -> Result<(), Tra
              this row is the farthest from the median arrival ({:.0} days away)",
             span as f64 / 86_400e6,
             describe_span(MAX_ARRIVAL_SPAN),
-            (i128::from(far.arrival_us) - median).abs() as f64 / 86_400e6
+            (i128::from(far_us) - median).abs() as f64 / 86_400e6
         ),
     })
 }
@@ -277,31 +284,48 @@ fn check_arrival_span(file: &str, raw: &[RawJob], field: &str) -> Result<(), Tra
 /// Tenants are the distinct tenant names of the kept jobs, sorted by name.
 pub(crate) fn assemble(
     source: String,
-    mut raw: Vec<RawJob>,
+    raw: Vec<RawJob>,
     slice: &Slice,
     clock: Clock,
     mut report: ReadReport,
 ) -> Result<Workload, TraceError> {
-    raw.sort_by_key(|j| j.arrival_us);
-    check_arrival_span(&source, &raw, report.arrival_field)?;
+    // Sort, check and slice (arrival, file position) keys; move only the kept jobs.
+    let mut keys: Vec<(i64, usize)> = raw.iter().enumerate().map(|(i, j)| (j.arrival_us, i)).collect();
+    keys.sort_unstable();
+    check_arrival_span(&source, &keys, &raw, report.arrival_field)?;
     let start = slice.start.map(|b| bound_us(b, clock)).transpose()?;
     let end = slice.end.map(|b| bound_us(b, clock)).transpose()?;
-    let total = raw.len();
-    raw.retain(|j| start.is_none_or(|s| j.arrival_us >= s) && end.is_none_or(|e| j.arrival_us < e));
-    if raw.len() < total {
-        report.notes.push(format!("time window kept {} of {} jobs", raw.len(), total));
+    let total = keys.len();
+    keys.retain(|&(at, _)| start.is_none_or(|s| at >= s) && end.is_none_or(|e| at < e));
+    if keys.len() < total {
+        report.notes.push(format!("time window kept {} of {} jobs", keys.len(), total));
     }
     if let Some(max) = slice.max_jobs {
-        if raw.len() > max {
-            report.notes.push(format!("job limit kept the first {max} of {} jobs", raw.len()));
-            raw.truncate(max);
+        if keys.len() > max {
+            report.notes.push(format!("job limit kept the first {max} of {} jobs", keys.len()));
+            keys.truncate(max);
         }
     }
+    let raw = in_key_order(raw, &keys);
     let epoch_us = start.or(raw.first().map(|j| j.arrival_us)).unwrap_or(0);
     if clock == Clock::WallClock {
         report.notes.push(format!("time 0 is {}", format_wall_clock(epoch_us)));
     }
     Ok(number_jobs(source, raw, epoch_us, report))
+}
+
+/// The jobs that `keys` (sorted (arrival, file position) pairs) name, in that order.
+fn in_key_order(raw: Vec<RawJob>, keys: &[(i64, usize)]) -> Vec<RawJob> {
+    let mut rank = vec![u32::MAX; raw.len()];
+    for (r, &(_, i)) in keys.iter().enumerate() {
+        rank[i] = r as u32;
+    }
+    let mut kept: Vec<(u32, RawJob)> =
+        raw.into_iter().zip(rank).filter(|&(_, r)| r != u32::MAX).map(|(job, r)| (r, job)).collect();
+    if !kept.is_sorted_by_key(|&(r, _)| r) {
+        kept.sort_unstable_by_key(|&(r, _)| r);
+    }
+    kept.into_iter().map(|(_, job)| job).collect()
 }
 
 fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadReport) -> Workload {

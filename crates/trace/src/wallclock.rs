@@ -33,11 +33,8 @@ pub fn format_wall_clock(us: i64) -> String {
 }
 
 fn parse_date(date: &str) -> Result<i64, String> {
-    let parts: Vec<&str> = date.split('-').collect();
-    let [y, m, d] = parts.as_slice() else {
-        return Err(format!("expected a date YYYY-MM-DD, got {date:?}"));
-    };
     let bad = || format!("expected a date YYYY-MM-DD, got {date:?}");
+    let [y, m, d] = split3(date, '-').ok_or_else(bad)?;
     let year: i64 = y.parse().map_err(|_| bad())?;
     let month: u32 = m.parse().map_err(|_| bad())?;
     let day: u32 = d.parse().map_err(|_| bad())?;
@@ -53,8 +50,7 @@ fn parse_time_of_day_us(time: &str) -> Result<i64, String> {
         Some((a, b)) => (a, Some(b)),
         None => (time, None),
     };
-    let parts: Vec<&str> = hms.split(':').collect();
-    let [h, m, s] = parts.as_slice() else { return Err(bad()) };
+    let [h, m, s] = split3(hms, ':').ok_or_else(bad)?;
     let hour: i64 = h.parse().map_err(|_| bad())?;
     let minute: i64 = m.parse().map_err(|_| bad())?;
     let second: i64 = s.parse().map_err(|_| bad())?;
@@ -67,6 +63,13 @@ fn parse_time_of_day_us(time: &str) -> Result<i64, String> {
         None => 0,
     };
     Ok(((hour * 60 + minute) * 60 + second) * 1_000_000 + micros)
+}
+
+/// Exactly three `separator`-separated parts, without allocating; `None` otherwise.
+fn split3(text: &str, separator: char) -> Option<[&str; 3]> {
+    let mut parts = text.split(separator);
+    let three = [parts.next()?, parts.next()?, parts.next()?];
+    parts.next().is_none().then_some(three)
 }
 
 /// `"1234567"` (7 digits, Azure) -> 123_456 us: truncated to microseconds.
