@@ -166,10 +166,12 @@ struct RoundEntry {
 
 #[derive(Clone, Debug)]
 struct Round {
-    /// Gavel's clock at the round's start (seconds, exact: not rounded to the
-    /// engine's microseconds, nor shifted by the slack).
-    start_s: f64,
-    /// Gavel's clock at the round's end: the last planned finish.
+    /// Gavel's clock when the round before ended (0 before the first): each
+    /// job's time this round is charged from there (Gavel's
+    /// `current_round_start_time`), also across an idle gap.
+    charged_from_s: f64,
+    /// Gavel's clock at the round's end: the last planned finish (exact: not
+    /// rounded to the engine's microseconds, nor shifted by the slack).
     end_s: f64,
     /// When the engine wakes the policy for the next round.
     end: Time,
@@ -228,6 +230,8 @@ pub struct Gavel {
     worker_time_s: Vec<f64>,
     deficits_s: BTreeMap<Combo, Vec<f64>>,
     last_reset_s: f64,
+    /// Gavel's clock at the end of the last round.
+    last_end_s: f64,
     need_update: bool,
     round: Option<Round>,
     stats: GavelStats,
@@ -250,6 +254,7 @@ impl Gavel {
             worker_time_s: Vec::new(),
             deficits_s: BTreeMap::new(),
             last_reset_s: 0.0,
+            last_end_s: 0.0,
             need_update: false,
             round: None,
             stats: GavelStats::default(),
@@ -433,12 +438,13 @@ impl Gavel {
     fn end_round(&mut self) {
         let Some(round) = self.round.take() else { return };
         for entry in &round.entries {
-            let ran_s = entry.finish_s - round.start_s;
+            let ran_s = entry.finish_s - round.charged_from_s;
             if let Some(times) = self.combo_time_s.get_mut(&entry.combo) {
                 times[entry.gpu_type] += ran_s;
             }
             self.worker_time_s[entry.gpu_type] += ran_s;
         }
+        self.last_end_s = round.end_s;
         // Gavel removes a job at the end of the round that ran its last steps.
         let done: Vec<JobId> = round
             .entries
@@ -876,7 +882,10 @@ impl Gavel {
             // The engine started the jobs at `now`, whatever Gavel's clock says.
             let span = Span(((end_s - now_s) * MICROS_PER_SECOND as f64).ceil().max(0.0) as u64);
             let end = now + span + ROUND_SLACK;
-            self.round = Some(Round { start_s: now_s, end_s, end, entries });
+            // Gavel charges a round's time from the end of the round before
+            // (0 before the first), also when the cluster idled in between.
+            let charged_from_s = self.last_end_s;
+            self.round = Some(Round { charged_from_s, end_s, end, entries });
             self.stats.rounds += 1;
         }
     }
