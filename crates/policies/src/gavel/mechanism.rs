@@ -203,6 +203,17 @@ struct Picked {
     tenant_gpus: Vec<u32>,
 }
 
+/// Each combination's (priority, deficit, allocation) on every GPU type, in
+/// combination order (Gavel's insertion order, which breaks ties): what a
+/// round's greedy pass sorts by, computed once per round.
+#[derive(Debug)]
+struct Ranking {
+    types: usize,
+    combos: Vec<Combo>,
+    /// `keys[k * types + t]`: combination `k` on type `t`.
+    keys: Vec<(f64, f64, f64)>,
+}
+
 /// A combination chosen for the round and where it runs.
 #[derive(Clone, Debug)]
 struct Placed {
@@ -568,27 +579,28 @@ impl Gavel {
     }
 
     /// Gavel's `_update_priorities`: maybe reset and re-allocate, then priorities.
-    fn priorities(
-        &mut self,
-        view: &ClusterView<'_>,
-        now: Time,
-        now_s: f64,
-        force: bool,
-    ) -> BTreeMap<Combo, Vec<f64>> {
+    fn priorities(&mut self, view: &ClusterView<'_>, now: Time, now_s: f64, force: bool) -> Ranking {
         let interval_over = now_s - self.last_reset_s >= self.config.reset_interval.as_secs_f64();
         if force || (self.need_update && (interval_over || self.last_reset_s == 0.0)) {
             self.reset_time(now_s);
             self.compute_allocation(view, now, now_s);
             self.need_update = false;
         }
-        let mut out = BTreeMap::new();
+        let types = self.worker_time_s.len();
+        let mut ranking = Ranking {
+            types,
+            combos: Vec::with_capacity(self.combo_time_s.len()),
+            keys: Vec::with_capacity(self.combo_time_s.len() * types),
+        };
         for (&combo, times) in &self.combo_time_s {
-            let row: Vec<f64> = (0..self.worker_time_s.len())
-                .map(|t| {
-                    let Some(x) = self.allocation.get(&combo).map(|x| x[t]) else { return 0.0 };
-                    if x == 0.0 || !self.runs_on(combo, t) {
-                        return 0.0;
-                    }
+            let allocation = self.allocation.get(&combo);
+            let deficits = self.deficits_s.get(&combo);
+            ranking.combos.push(combo);
+            for t in 0..types {
+                let x = allocation.map_or(0.0, |x| x[t]);
+                let priority = if allocation.is_none() || x == 0.0 || !self.runs_on(combo, t) {
+                    0.0
+                } else {
                     let fraction =
                         if self.worker_time_s[t] == 0.0 { 0.0 } else { times[t] / self.worker_time_s[t] };
                     if fraction > 0.0 {
@@ -596,11 +608,11 @@ impl Gavel {
                     } else {
                         x * 1e9
                     }
-                })
-                .collect();
-            out.insert(combo, row);
+                };
+                ranking.keys.push((priority, deficits.map_or(0.0, |d| d[t]), x));
+            }
         }
-        out
+        ranking
     }
 
     /// Gavel's `_schedule_jobs_on_workers_helper`: (combination, type) chosen this round.
@@ -608,7 +620,7 @@ impl Gavel {
     /// resort when nothing else can run).
     fn choose(
         &mut self,
-        priorities: &BTreeMap<Combo, Vec<f64>>,
+        ranking: &Ranking,
         view: &ClusterView<'_>,
         any_priority: bool,
     ) -> Vec<(Combo, usize)> {
@@ -621,6 +633,8 @@ impl Gavel {
         let mut left: Vec<u32> = (0..types.names.len()).map(|t| up_gpus_of_type(view, t)).collect();
         let mut picked = Picked { taken: BTreeSet::new(), tenant_gpus: vec![0u32; view.tenants.len()] };
         let mut chosen = Vec::new();
+        let n = ranking.types;
+        let mut entries: Vec<usize> = Vec::with_capacity(ranking.combos.len());
         for &t in &order {
             // Positive priorities first; zero ones (most pairs) are ordered only
             // if GPUs of the type are left, and never for FIFO. Priorities are
@@ -629,22 +643,19 @@ impl Gavel {
                 if left[t] == 0 || (is_fifo && !positive) {
                     break;
                 }
-                let mut entries: Vec<(Combo, f64, f64, f64)> = priorities
-                    .iter()
-                    .filter(|(_, p)| (p[t] > 0.0) == positive)
-                    .map(|(&combo, p)| {
-                        let deficit = self.deficits_s.get(&combo).map_or(0.0, |d| d[t]);
-                        let x = self.allocation.get(&combo).map_or(0.0, |x| x[t]);
-                        (combo, p[t], deficit, x)
-                    })
-                    .collect();
+                let key = |k: usize| ranking.keys[k * n + t];
+                entries.clear();
+                entries.extend((0..ranking.combos.len()).filter(|&k| (key(k).0 > 0.0) == positive));
                 // Stable: equal keys keep Gavel's insertion order, as Python's sorted(reverse=True).
-                entries
-                    .sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(b.3.total_cmp(&a.3)));
-                for (combo, ..) in entries {
+                entries.sort_by(|&a, &b| {
+                    let ((pa, da, xa), (pb, db, xb)) = (key(a), key(b));
+                    pb.total_cmp(&pa).then(db.total_cmp(&da)).then(xb.total_cmp(&xa))
+                });
+                for &k in &entries {
                     if left[t] == 0 {
                         break;
                     }
+                    let combo = ranking.combos[k];
                     if self.runs_on(combo, t) && self.take(combo, t, view, &mut left, &mut picked) {
                         chosen.push((combo, t));
                     }
