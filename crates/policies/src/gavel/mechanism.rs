@@ -143,6 +143,15 @@ struct Tracked {
     scale_factor: u32,
     weight: f64,
     arrival: Time,
+    work: f64,
+    /// Steps Gavel has credited the job with: what the rounds it ran planned,
+    /// whatever the engine's job did in the gaps between its last step and
+    /// each round's end (see [`Gavel::plan_done`]).
+    credited: f64,
+    /// The engine's job completed (it ran on through the gaps) before Gavel's
+    /// accounting did: it still takes part in rounds, as in Gavel, until a
+    /// round credits its last steps, but is never placed.
+    ghost: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -157,7 +166,14 @@ struct RoundEntry {
 
 #[derive(Clone, Debug)]
 struct Round {
-    start_s: f64,
+    /// Gavel's clock when the round before ended (0 before the first): each
+    /// job's time this round is charged from there (Gavel's
+    /// `current_round_start_time`), also across an idle gap.
+    charged_from_s: f64,
+    /// Gavel's clock at the round's end: the last planned finish (exact: not
+    /// rounded to the engine's microseconds, nor shifted by the slack).
+    end_s: f64,
+    /// When the engine wakes the policy for the next round.
     end: Time,
     entries: Vec<RoundEntry>,
 }
@@ -187,6 +203,17 @@ struct Picked {
     tenant_gpus: Vec<u32>,
 }
 
+/// Each combination's (priority, deficit, allocation) on every GPU type, in
+/// combination order (Gavel's insertion order, which breaks ties): what a
+/// round's greedy pass sorts by, computed once per round.
+#[derive(Debug)]
+struct Ranking {
+    types: usize,
+    combos: Vec<Combo>,
+    /// `keys[k * types + t]`: combination `k` on type `t`.
+    keys: Vec<(f64, f64, f64)>,
+}
+
 /// A combination chosen for the round and where it runs.
 #[derive(Clone, Debug)]
 struct Placed {
@@ -214,6 +241,8 @@ pub struct Gavel {
     worker_time_s: Vec<f64>,
     deficits_s: BTreeMap<Combo, Vec<f64>>,
     last_reset_s: f64,
+    /// Gavel's clock at the end of the last round.
+    last_end_s: f64,
     need_update: bool,
     round: Option<Round>,
     stats: GavelStats,
@@ -236,6 +265,7 @@ impl Gavel {
             worker_time_s: Vec::new(),
             deficits_s: BTreeMap::new(),
             last_reset_s: 0.0,
+            last_end_s: 0.0,
             need_update: false,
             round: None,
             stats: GavelStats::default(),
@@ -335,9 +365,15 @@ impl Gavel {
         self.deficits_s.retain(|c, _| !c.contains(id));
     }
 
-    fn admit_arrivals(&mut self, view: &ClusterView<'_>) {
+    /// Admits the jobs that arrived by `up_to_s` on Gavel's clock; later ones
+    /// (the engine's clock runs up to ROUND_SLACK per round ahead) wait for
+    /// the next round, as they do in Gavel.
+    fn admit_arrivals(&mut self, view: &ClusterView<'_>, up_to_s: f64) {
         let n = self.worker_time_s.len();
-        let arrived = std::mem::take(&mut self.arrived);
+        let (arrived, later): (Vec<JobId>, Vec<JobId>) = std::mem::take(&mut self.arrived)
+            .into_iter()
+            .partition(|&id| view.job(id).spec.arrival.as_secs_f64() <= up_to_s);
+        self.arrived = later.into_iter().collect();
         for id in arrived {
             let job = view.job(id);
             let tracked = Tracked {
@@ -345,6 +381,9 @@ impl Gavel {
                 scale_factor: job.spec.gpus.max(1),
                 weight: (job.spec.priority as f64 + 1.0).max(1.0),
                 arrival: job.spec.arrival,
+                work: job.spec.work,
+                credited: 0.0,
+                ghost: false,
             };
             if self.config.objective.packs() {
                 // Gavel starts a pair's time at zero (a job's at half a round).
@@ -398,6 +437,7 @@ impl Gavel {
                 let reach = Time(((reach_s * MICROS_PER_SECOND as f64).ceil()) as u64) + ROUND_SLACK;
                 if reach > view.now {
                     entry.finish_s = entry.finish_s.max(reach_s);
+                    round.end_s = round.end_s.max(reach_s);
                     end = end.max(reach);
                 }
             }
@@ -409,13 +449,35 @@ impl Gavel {
     fn end_round(&mut self) {
         let Some(round) = self.round.take() else { return };
         for entry in &round.entries {
-            let ran_s = entry.finish_s - round.start_s;
+            let ran_s = entry.finish_s - round.charged_from_s;
             if let Some(times) = self.combo_time_s.get_mut(&entry.combo) {
                 times[entry.gpu_type] += ran_s;
             }
             self.worker_time_s[entry.gpu_type] += ran_s;
         }
+        self.last_end_s = round.end_s;
+        // Gavel removes a job at the end of the round that ran its last steps.
+        let done: Vec<JobId> = round
+            .entries
+            .iter()
+            .flat_map(|e| e.combo.jobs())
+            .filter(|id| self.jobs.get(id).is_some_and(|j| j.ghost && j.credited >= j.work))
+            .collect();
+        for id in done {
+            self.forget(id);
+        }
         self.round = Some(round);
+    }
+
+    /// Work done by `id` as Gavel accounts it: each round credits the steps it
+    /// planned (`floor(rate * round)` or what is left), and a job idles from its
+    /// last step to the round's end. The engine's job, kept on its GPUs into the
+    /// next round (lease extension), runs on through that gap instead, up to a
+    /// step per round ahead; its work done is used only where it is behind
+    /// (restoring, or rolled back to a checkpoint).
+    fn plan_done(&self, view: &ClusterView<'_>, id: JobId, now: Time) -> f64 {
+        let real = view.job(id).work_done(now);
+        self.jobs.get(&id).map_or(real, |j| real.min(j.credited))
     }
 
     /// Gavel's `_reset_time_run_so_far`.
@@ -437,7 +499,7 @@ impl Gavel {
         self.last_reset_s = now_s;
     }
 
-    fn compute_allocation(&mut self, view: &ClusterView<'_>, now: Time) {
+    fn compute_allocation(&mut self, view: &ClusterView<'_>, now: Time, clock_s: f64) {
         let types = self.types.as_ref().expect("types initialized");
         let capacity: Vec<u32> = (0..types.names.len())
             .map(
@@ -447,16 +509,13 @@ impl Gavel {
         let jobs: Vec<AllocJob> = self
             .jobs
             .iter()
-            .map(|(&id, tracked)| {
-                let state = view.job(id);
-                AllocJob {
-                    id,
-                    steps_per_s: tracked.rates.clone(),
-                    scale_factor: tracked.scale_factor,
-                    weight: tracked.weight,
-                    steps_remaining: (state.spec.work - state.work_done(now)).max(0.0).ceil(),
-                    secs_since_arrival: (now - tracked.arrival).as_secs_f64(),
-                }
+            .map(|(&id, tracked)| AllocJob {
+                id,
+                steps_per_s: tracked.rates.clone(),
+                scale_factor: tracked.scale_factor,
+                weight: tracked.weight,
+                steps_remaining: (tracked.work - self.plan_done(view, id, now)).max(0.0).ceil(),
+                secs_since_arrival: clock_s - tracked.arrival.as_secs_f64(),
             })
             .collect();
         let index: BTreeMap<JobId, usize> = jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
@@ -480,13 +539,25 @@ impl Gavel {
         self.stats.allocations += 1;
     }
 
-    /// Whether every job of `combo` progresses on `gpu_type`.
+    /// Whether every job of `combo` progresses on `gpu_type` (a pair with a
+    /// ghost never runs: its other job runs alone).
     fn runs_on(&self, combo: Combo, gpu_type: usize) -> bool {
         match combo {
             Combo::Single(a) => self.jobs.get(&a).is_some_and(|j| j.rates[gpu_type] > 0.0),
             Combo::Pair(a, b) => {
-                self.pair_rates.get(&(a, b)).is_some_and(|r| r[gpu_type].0 > 0.0 && r[gpu_type].1 > 0.0)
+                !self.is_ghost(combo)
+                    && self
+                        .pair_rates
+                        .get(&(a, b))
+                        .is_some_and(|r| r[gpu_type].0 > 0.0 && r[gpu_type].1 > 0.0)
             }
+        }
+    }
+
+    fn is_ghost(&self, combo: Combo) -> bool {
+        match combo {
+            Combo::Single(a) => self.jobs.get(&a).is_some_and(|j| j.ghost),
+            Combo::Pair(a, b) => [a, b].iter().any(|id| self.jobs.get(id).is_some_and(|j| j.ghost)),
         }
     }
 
@@ -508,22 +579,28 @@ impl Gavel {
     }
 
     /// Gavel's `_update_priorities`: maybe reset and re-allocate, then priorities.
-    fn priorities(&mut self, view: &ClusterView<'_>, now: Time, force: bool) -> BTreeMap<Combo, Vec<f64>> {
-        let now_s = now.as_secs_f64();
+    fn priorities(&mut self, view: &ClusterView<'_>, now: Time, now_s: f64, force: bool) -> Ranking {
         let interval_over = now_s - self.last_reset_s >= self.config.reset_interval.as_secs_f64();
         if force || (self.need_update && (interval_over || self.last_reset_s == 0.0)) {
             self.reset_time(now_s);
-            self.compute_allocation(view, now);
+            self.compute_allocation(view, now, now_s);
             self.need_update = false;
         }
-        let mut out = BTreeMap::new();
+        let types = self.worker_time_s.len();
+        let mut ranking = Ranking {
+            types,
+            combos: Vec::with_capacity(self.combo_time_s.len()),
+            keys: Vec::with_capacity(self.combo_time_s.len() * types),
+        };
         for (&combo, times) in &self.combo_time_s {
-            let row: Vec<f64> = (0..self.worker_time_s.len())
-                .map(|t| {
-                    let Some(x) = self.allocation.get(&combo).map(|x| x[t]) else { return 0.0 };
-                    if x == 0.0 || !self.runs_on(combo, t) {
-                        return 0.0;
-                    }
+            let allocation = self.allocation.get(&combo);
+            let deficits = self.deficits_s.get(&combo);
+            ranking.combos.push(combo);
+            for t in 0..types {
+                let x = allocation.map_or(0.0, |x| x[t]);
+                let priority = if allocation.is_none() || x == 0.0 || !self.runs_on(combo, t) {
+                    0.0
+                } else {
                     let fraction =
                         if self.worker_time_s[t] == 0.0 { 0.0 } else { times[t] / self.worker_time_s[t] };
                     if fraction > 0.0 {
@@ -531,11 +608,11 @@ impl Gavel {
                     } else {
                         x * 1e9
                     }
-                })
-                .collect();
-            out.insert(combo, row);
+                };
+                ranking.keys.push((priority, deficits.map_or(0.0, |d| d[t]), x));
+            }
         }
-        out
+        ranking
     }
 
     /// Gavel's `_schedule_jobs_on_workers_helper`: (combination, type) chosen this round.
@@ -543,7 +620,7 @@ impl Gavel {
     /// resort when nothing else can run).
     fn choose(
         &mut self,
-        priorities: &BTreeMap<Combo, Vec<f64>>,
+        ranking: &Ranking,
         view: &ClusterView<'_>,
         any_priority: bool,
     ) -> Vec<(Combo, usize)> {
@@ -556,6 +633,8 @@ impl Gavel {
         let mut left: Vec<u32> = (0..types.names.len()).map(|t| up_gpus_of_type(view, t)).collect();
         let mut picked = Picked { taken: BTreeSet::new(), tenant_gpus: vec![0u32; view.tenants.len()] };
         let mut chosen = Vec::new();
+        let n = ranking.types;
+        let mut entries: Vec<usize> = Vec::with_capacity(ranking.combos.len());
         for &t in &order {
             // Positive priorities first; zero ones (most pairs) are ordered only
             // if GPUs of the type are left, and never for FIFO. Priorities are
@@ -564,22 +643,19 @@ impl Gavel {
                 if left[t] == 0 || (is_fifo && !positive) {
                     break;
                 }
-                let mut entries: Vec<(Combo, f64, f64, f64)> = priorities
-                    .iter()
-                    .filter(|(_, p)| (p[t] > 0.0) == positive)
-                    .map(|(&combo, p)| {
-                        let deficit = self.deficits_s.get(&combo).map_or(0.0, |d| d[t]);
-                        let x = self.allocation.get(&combo).map_or(0.0, |x| x[t]);
-                        (combo, p[t], deficit, x)
-                    })
-                    .collect();
+                let key = |k: usize| ranking.keys[k * n + t];
+                entries.clear();
+                entries.extend((0..ranking.combos.len()).filter(|&k| (key(k).0 > 0.0) == positive));
                 // Stable: equal keys keep Gavel's insertion order, as Python's sorted(reverse=True).
-                entries
-                    .sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(b.3.total_cmp(&a.3)));
-                for (combo, ..) in entries {
+                entries.sort_by(|&a, &b| {
+                    let ((pa, da, xa), (pb, db, xb)) = (key(a), key(b));
+                    pb.total_cmp(&pa).then(db.total_cmp(&da)).then(xb.total_cmp(&xa))
+                });
+                for &k in &entries {
                     if left[t] == 0 {
                         break;
                     }
+                    let combo = ranking.combos[k];
                     if self.runs_on(combo, t) && self.take(combo, t, view, &mut left, &mut picked) {
                         chosen.push((combo, t));
                     }
@@ -623,8 +699,24 @@ impl Gavel {
 
     /// Starts a round at `now`: returns the actions and records the round.
     fn start_round(&mut self, view: &ClusterView<'_>, now: Time) -> Decision {
+        // Gavel's clock: a round that follows another starts at the exact end
+        // of the last (its last planned finish), not at the engine's wakeup,
+        // which is rounded up to a microsecond and comes ROUND_SLACK later
+        // (otherwise every round would start about a millisecond late and
+        // the drift would move rounds past arrivals and reset times).
+        let mut clock_s = match &self.round {
+            Some(last) if now <= last.end => last.end_s,
+            _ => now.as_secs_f64(),
+        };
         let previous: Vec<RoundEntry> = self.round.take().map(|r| r.entries).unwrap_or_default();
-        self.admit_arrivals(view);
+        self.admit_arrivals(view, clock_s);
+        if self.jobs.is_empty() {
+            // Nothing to run before them: Gavel's clock jumps to the next arrival.
+            if let Some(first) = self.arrived.iter().map(|&id| view.job(id).spec.arrival).min() {
+                clock_s = first.as_secs_f64();
+                self.admit_arrivals(view, clock_s);
+            }
+        }
         let mut decision = Decision::default();
         if self.jobs.is_empty() {
             for &id in view.running {
@@ -632,13 +724,13 @@ impl Gavel {
             }
             return decision;
         }
-        let priorities = self.priorities(view, now, false);
+        let priorities = self.priorities(view, now, clock_s, false);
         let mut chosen = self.choose(&priorities, view, false);
         if !chosen.iter().any(|(c, _)| self.allocation.contains_key(c)) {
             // Nothing would run (combinations chosen without an allocation get
             // no GPUs, as in Gavel). Gavel then forces a reset; without it no
             // timer would ever fire again.
-            let priorities = self.priorities(view, now, true);
+            let priorities = self.priorities(view, now, clock_s, true);
             chosen = self.choose(&priorities, view, false);
             if !chosen.iter().any(|(c, _)| self.allocation.contains_key(c)) {
                 // Still nothing: the only positive-priority combinations cannot be
@@ -650,7 +742,7 @@ impl Gavel {
         }
         let placed = self.place(view, &chosen, &mut decision);
         self.count_leases(&previous, &placed);
-        self.record_round(view, now, placed, &mut decision);
+        self.record_round(view, now, clock_s, placed, &mut decision);
         decision
     }
 
@@ -711,11 +803,19 @@ impl Gavel {
             }
             placed.push(Placed { combo, gpu_type: held.gpu_type, gpus: held.gpus.clone() });
         }
+        // A ghost runs its last credited steps on no GPUs: its engine job is done.
+        for &(combo, t) in chosen {
+            if self.is_ghost(combo) && self.allocation.contains_key(&combo) {
+                placed.push(Placed { combo, gpu_type: t, gpus: Vec::new() });
+            }
+        }
         // Larger combinations first, for locality (Gavel sorts by scale factor, descending).
         let mut to_place: Vec<(Combo, usize)> = chosen
             .iter()
             .copied()
-            .filter(|(c, _)| !reused.contains_key(c) && self.allocation.contains_key(c))
+            .filter(|&(c, _)| {
+                !reused.contains_key(&c) && !self.is_ghost(c) && self.allocation.contains_key(&c)
+            })
             .collect();
         to_place.sort_by_key(|&(c, _)| std::cmp::Reverse(self.scale_factor(c)));
         for (combo, t) in to_place {
@@ -757,10 +857,10 @@ impl Gavel {
         &mut self,
         view: &ClusterView<'_>,
         now: Time,
+        now_s: f64,
         placed: Vec<Placed>,
         decision: &mut Decision,
     ) {
-        let now_s = now.as_secs_f64();
         let round_s = self.config.round.as_secs_f64();
         let mut entries = Vec::with_capacity(placed.len());
         let mut end_s = now_s;
@@ -768,10 +868,11 @@ impl Gavel {
             let mut finish_s = now_s;
             let mut targets = Vec::with_capacity(2);
             for (id, rate) in combo.jobs().into_iter().zip(self.combo_rates(combo, gpu_type)) {
-                let state = view.job(id);
-                let done = state.work_done(now);
-                let left = (state.spec.work - done).max(0.0);
+                let done = self.plan_done(view, id, now);
+                let tracked = self.jobs.get_mut(&id).expect("chosen jobs are tracked");
+                let left = (tracked.work - done).max(0.0);
                 let steps = (rate * round_s).floor().min(left);
+                tracked.credited = if steps >= left { tracked.work } else { done + steps };
                 finish_s = finish_s.max(now_s + steps / rate);
                 targets.push((id, done + steps));
             }
@@ -783,14 +884,19 @@ impl Gavel {
         }
         let mut has_verdict: BTreeSet<JobId> = entries.iter().flat_map(|e| e.combo.jobs()).collect();
         has_verdict.extend(decision.waiting.iter().map(|(id, _)| *id));
-        for &id in self.jobs.keys() {
-            if !has_verdict.contains(&id) {
+        for (&id, tracked) in &self.jobs {
+            if !has_verdict.contains(&id) && !tracked.ghost {
                 decision.waiting.push((id, WaitReason::NotThisRound));
             }
         }
         if !entries.is_empty() {
-            let end = Time(((end_s * MICROS_PER_SECOND as f64).ceil()) as u64) + ROUND_SLACK;
-            self.round = Some(Round { start_s: now_s, end: end.max(now + ROUND_SLACK), entries });
+            // The engine started the jobs at `now`, whatever Gavel's clock says.
+            let span = Span(((end_s - now_s) * MICROS_PER_SECOND as f64).ceil().max(0.0) as u64);
+            let end = now + span + ROUND_SLACK;
+            // Gavel charges a round's time from the end of the round before
+            // (0 before the first), also when the cluster idled in between.
+            let charged_from_s = self.last_end_s;
+            self.round = Some(Round { charged_from_s, end_s, end, entries });
             self.stats.rounds += 1;
         }
     }
@@ -832,7 +938,13 @@ impl Policy for Gavel {
                 JobChange::Submitted(id) => {
                     self.arrived.insert(id);
                 }
-                JobChange::Completed(id) | JobChange::Ended(id) => self.forget(id),
+                JobChange::Completed(id) => match self.jobs.get_mut(&id) {
+                    // Done before Gavel's accounting: a ghost until a round
+                    // credits its last steps (`end_round` forgets it then).
+                    Some(tracked) if tracked.credited < tracked.work => tracked.ghost = true,
+                    _ => self.forget(id),
+                },
+                JobChange::Ended(id) => self.forget(id),
                 JobChange::Started(_) | JobChange::Stopped(_) => {}
             }
         }
