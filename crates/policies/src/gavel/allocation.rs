@@ -105,6 +105,8 @@ const MIN_TOTAL_DURATION_HIGH_S: f64 = 1_000_000.0;
 const FTF_BISECTION_STEPS: usize = 45;
 /// Most max-min solves of unpacked finish-time fairness's iteration on rho.
 const FTF_ITERATIONS: usize = 40;
+/// Max-min values this close below 1 count as 1 (the solver's accuracy).
+const FTF_VALUE_SLACK: f64 = 1e-7;
 /// The search on rho stops when within this of the optimum (relative).
 const FTF_RELATIVE_TOLERANCE: f64 = 1e-7;
 
@@ -432,10 +434,13 @@ fn finish_time_fairness(
                 (jobs[i].secs_since_arrival + jobs[i].steps_remaining / rate) / isolated_finish[i]
             })
             .fold(0.0f64, f64::max);
-        let feasible = t >= 1.0;
-        let within = feasible && (s - youngest.min(s)) * (t - 1.0) / t <= FTF_RELATIVE_TOLERANCE * s;
-        let stalled = t >= 1.0 - 1e-9 && achieved >= s * (1.0 - 1e-12);
-        if feasible || stalled {
+        // The solver's t is accurate to about 1e-8: at the optimum it may
+        // read just under 1, and then the step makes no progress.
+        let feasible = t >= 1.0 - FTF_VALUE_SLACK;
+        let gap = (s - youngest.min(s)) * (t - 1.0).max(0.0) / t;
+        let within = feasible && gap <= FTF_RELATIVE_TOLERANCE * s;
+        let stalled = feasible && achieved >= s * (1.0 - FTF_RELATIVE_TOLERANCE);
+        if feasible {
             best = Some(x);
         }
         if within || stalled || !achieved.is_finite() || achieved <= 0.0 {

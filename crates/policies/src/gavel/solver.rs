@@ -239,9 +239,9 @@ fn transpose_apply(p: &Problem<'_>, v: &[f64], gx: &mut [f64]) -> f64 {
     let (row, floor) = rest.split_at(m);
     let coef = floor_coef(p);
     for i in 0..m {
-        for j in 0..n {
+        for (j, cap_j) in cap.iter().enumerate() {
             let k = i * n + j;
-            let mut g = -vx[k] + p.scale[i] * cap[j] + row[i];
+            let mut g = -vx[k] + p.scale[i] * cap_j + row[i];
             if let Some(c) = coef {
                 g -= c[k] * floor[i];
             }
@@ -674,8 +674,8 @@ impl Kkt {
         let (wcap, rest) = rest.split_at(n);
         let (wrow, wfloor) = rest.split_at(m);
         self.schur.fill(0.0);
-        for j in 0..n {
-            self.schur[j * n + j] = 1.0 / wcap[j];
+        for (j, w) in wcap.iter().enumerate() {
+            self.schur[j * n + j] = 1.0 / w;
         }
         for i in 0..m {
             let r = wrow[i];
