@@ -776,6 +776,41 @@ mod tests {
     }
 
     #[test]
+    fn finish_time_iteration_finds_the_bisection_optimum() {
+        // Jobs of different ages and lengths: the iteration on rho must land
+        // where a plain bisection with feasibility checks does.
+        let mut jobs = Vec::new();
+        for i in 0..12u32 {
+            let f = i as f64;
+            let mut j = job(i, &[4.0 + f, 1.0 + 0.3 * f, 2.0 + 0.1 * f], 1 + i % 2);
+            j.steps_remaining = 2_000.0 + 900.0 * f;
+            j.secs_since_arrival = 150.0 * f;
+            jobs.push(j);
+        }
+        let capacity = [2, 3, 2];
+        let x = finish_time_fairness(&jobs, &capacity, true, &mut FtfHistory::default()).unwrap();
+        let rates: Vec<Vec<f64>> = jobs.iter().map(|j| j.steps_per_s.clone()).collect();
+        let iso = isolated_throughputs(&rates, &jobs, &capacity);
+        let finish = isolated_finish_times(&jobs, &iso, &mut FtfHistory::default());
+        let rho = |x: &[Vec<f64>]| {
+            (0..jobs.len())
+                .map(|i| {
+                    let rate: f64 = rates[i].iter().zip(&x[i]).map(|(r, x)| r * x).sum();
+                    (jobs[i].secs_since_arrival + jobs[i].steps_remaining / rate) / finish[i]
+                })
+                .fold(0.0, f64::max)
+        };
+        let mut reaches = |needs: &[f64]| {
+            let coef = |i: usize, t: usize| rates[i][t] / needs[i];
+            Ok(central_max_min(&jobs, &capacity, coef)?.1 >= 1.0)
+        };
+        let needs = finish_time_search(&jobs, &finish, &mut reaches).unwrap().unwrap();
+        let (bisected, _) = central_max_min(&jobs, &capacity, |i, t| rates[i][t] / needs[i]).unwrap();
+        let (ours, reference) = (rho(&x), rho(&bisected));
+        assert!((ours - reference).abs() <= 1e-6 * reference, "iteration {ours} vs bisection {reference}");
+    }
+
+    #[test]
     fn max_sum_throughput_maximizes_total_rate() {
         let jobs = vec![job(0, &[10.0, 1.0], 1), job(1, &[3.0, 2.5], 1)];
         let x = max_sum_throughput(&jobs, &[1, 1]).unwrap();

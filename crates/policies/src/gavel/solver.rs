@@ -859,6 +859,39 @@ mod tests {
     }
 
     #[test]
+    fn max_min_matches_simplex_on_larger_instances() {
+        // Sizes where the primal-dual phase does most of the work, with
+        // repeated job types (ties) as Gavel's traces have them.
+        let mut seed = 99;
+        for case in 0..8 {
+            let (m, n) = (20 + 15 * case, 3);
+            let scale: Vec<f64> =
+                (0..m).map(|_| [1.0, 1.0, 1.0, 2.0, 4.0, 8.0][(lcg(&mut seed) * 6.0) as usize]).collect();
+            let capacity: Vec<f64> = (0..n).map(|_| (m / 4) as f64).collect();
+            let kinds: Vec<f64> = (0..4 * n).map(|_| 0.2 + lcg(&mut seed) * 5.0).collect();
+            let coef: Vec<f64> = (0..m)
+                .flat_map(|_| {
+                    let k = (lcg(&mut seed) * 4.0) as usize;
+                    kinds[k * n..(k + 1) * n].to_vec()
+                })
+                .collect();
+            let p = Problem {
+                jobs: m,
+                types: n,
+                scale: &scale,
+                capacity: &capacity,
+                linear: None,
+                floor: Floor::MaxMin { coef: &coef },
+            };
+            let solution = solve(&p, None).unwrap();
+            let ours = solution.t.unwrap();
+            let lp = lp_max_min(&scale, &capacity, &coef);
+            assert!((ours - lp).abs() <= 1e-6 * lp.max(1.0), "case {case}: barrier {ours} vs simplex {lp}");
+            assert!(solution.newton_steps < 120, "case {case}: {} steps", solution.newton_steps);
+        }
+    }
+
+    #[test]
     fn ties_resolve_to_the_symmetric_centre() {
         // Three identical jobs, two types of equal value: every job gets the same
         // split, proportional to capacity (the analytic centre), not a vertex.
