@@ -30,7 +30,7 @@ use super::packed::{
     PairCandidate,
 };
 use super::pyrandom::PyRandom;
-use super::solver::{max_min_reaches, solve, Floor, Problem, SolveError};
+use super::solver::{solve, Floor, Problem, SolveError};
 
 /// What the allocation policies need to know about one active job.
 #[derive(Clone, Debug, PartialEq)]
@@ -101,9 +101,13 @@ impl Objective {
 /// Search bounds of Gavel's min-total-duration bisection, in seconds.
 const MIN_TOTAL_DURATION_LOW_S: f64 = 100.0;
 const MIN_TOTAL_DURATION_HIGH_S: f64 = 1_000_000.0;
-/// Most bisection steps on rho for finish-time fairness.
+/// Most bisection steps on rho for packed finish-time fairness.
 const FTF_BISECTION_STEPS: usize = 45;
-/// Bisection on rho stops when the bracket is this narrow (relative).
+/// Most max-min solves of unpacked finish-time fairness's iteration on rho.
+const FTF_ITERATIONS: usize = 40;
+/// Max-min values this close below 1 count as 1 (the solver's accuracy).
+const FTF_VALUE_SLACK: f64 = 1e-7;
+/// The search on rho stops when within this of the optimum (relative).
 const FTF_RELATIVE_TOLERANCE: f64 = 1e-7;
 
 /// Computes allocations; holds the state Gavel's base FIFO and finish-time
@@ -319,32 +323,6 @@ fn central_max_min(
     Ok((scatter(jobs.len(), capacity.len(), &present, &rows, &solution.x), solution.t.unwrap_or(0.0)))
 }
 
-/// Whether the max-min value for `coef` reaches `threshold` (early exit).
-fn max_min_at_least(
-    jobs: &[AllocJob],
-    capacity: &[u32],
-    coef: impl Fn(usize, usize) -> f64,
-    threshold: f64,
-) -> Result<bool, SolveError> {
-    let (present, caps) = present_types(capacity);
-    let rows: Vec<usize> = (0..jobs.len()).filter(|&i| present.iter().any(|&t| coef(i, t) > 0.0)).collect();
-    if rows.is_empty() || present.is_empty() {
-        return Ok(true);
-    }
-    let scale: Vec<f64> = rows.iter().map(|&i| jobs[i].scale_factor.max(1) as f64).collect();
-    let c: Vec<f64> =
-        rows.iter().flat_map(|&i| present.iter().map(move |&t| (i, t))).map(|(i, t)| coef(i, t)).collect();
-    let problem = Problem {
-        jobs: rows.len(),
-        types: present.len(),
-        scale: &scale,
-        capacity: &caps,
-        linear: None,
-        floor: Floor::MaxMin { coef: &c },
-    };
-    max_min_reaches(&problem, threshold)
-}
-
 /// Throughput of each job with a share of every type proportional to its
 /// size, `n_j / N` (Gavel's `ProportionalPolicy`).
 fn proportional_throughputs(jobs: &[AllocJob], capacity: &[u32]) -> Vec<f64> {
@@ -417,14 +395,61 @@ fn finish_time_fairness(
             }
         }
     };
-    let mut reaches = |needs: &[f64]| max_min_at_least(jobs, capacity, coef_at(needs), 1.0);
-    let Some(needs) = finish_time_search(jobs, &isolated_finish, &mut reaches)? else {
-        // Gavel falls back to the isolated allocation.
-        return Ok(equal_split(jobs, capacity));
+    // rho <= s needs `R_i / (s F_i - t_i)` steps/s for job i (F_i its isolated
+    // finish time, t_i its age); the max-min of throughput / need is >= 1
+    // exactly when s is feasible.
+    let counted = |i: usize| isolated_finish[i].is_finite() && isolated_finish[i] > 0.0;
+    let needs_at = |s: f64| -> Vec<f64> {
+        (0..jobs.len())
+            .map(|i| {
+                let budget = s * isolated_finish[i] - jobs[i].secs_since_arrival;
+                if budget > 0.0 {
+                    jobs[i].steps_remaining.max(0.0) / budget
+                } else {
+                    f64::INFINITY
+                }
+            })
+            .collect()
     };
-    // The central allocation at the smallest rho found feasible.
-    let (best, _) = central_max_min(jobs, capacity, coef_at(&needs))?;
-    Ok(best)
+    // Youngest job's rho floor, `min t_i / F_i`, and the largest, below which
+    // some job has run out of time.
+    let ages =
+        (0..jobs.len()).filter(|&i| counted(i)).map(|i| jobs[i].secs_since_arrival / isolated_finish[i]);
+    let (youngest, oldest) = ages.fold((f64::INFINITY, 0.0f64), |(lo, hi), a| (lo.min(a), hi.max(a)));
+    // Dinkelbach's iteration on rho: the central max-min allocation at s
+    // reaches some worst rho, which is feasible, so it is the next s; at the
+    // fixed point the max-min value is 1 (the minimum of max rho). The max-min
+    // value t at s bounds how far s is above the optimum: scaling every
+    // budget `s F_i - t_i` by at most `(s* - youngest) / (s - youngest)` must
+    // leave t >= 1, so `s - s* <= (s - youngest)(t - 1) / t`.
+    let mut s = (2.0 * oldest).max(1.0);
+    let mut best: Option<Vec<Vec<f64>>> = None;
+    for _ in 0..FTF_ITERATIONS {
+        let needs = needs_at(s);
+        let (x, t) = central_max_min(jobs, capacity, coef_at(&needs))?;
+        let achieved = (0..jobs.len())
+            .filter(|&i| counted(i) && jobs[i].steps_remaining > 0.0)
+            .map(|i| {
+                let rate: f64 = rates[i].iter().zip(&x[i]).map(|(r, x)| r * x).sum();
+                (jobs[i].secs_since_arrival + jobs[i].steps_remaining / rate) / isolated_finish[i]
+            })
+            .fold(0.0f64, f64::max);
+        // The solver's t is accurate to about 1e-8: at the optimum it may
+        // read just under 1, and then the step makes no progress.
+        let feasible = t >= 1.0 - FTF_VALUE_SLACK;
+        let gap = (s - youngest.min(s)) * (t - 1.0).max(0.0) / t;
+        let within = feasible && gap <= FTF_RELATIVE_TOLERANCE * s;
+        let stalled = feasible && achieved >= s * (1.0 - FTF_RELATIVE_TOLERANCE);
+        if feasible {
+            best = Some(x);
+        }
+        if within || stalled || !achieved.is_finite() || achieved <= 0.0 {
+            break;
+        }
+        s = achieved;
+    }
+    // Gavel falls back to the isolated allocation when no rho is feasible.
+    Ok(best.unwrap_or_else(|| equal_split(jobs, capacity)))
 }
 
 /// Each job's isolated finish time: the isolated time credited for the steps
@@ -748,6 +773,41 @@ mod tests {
         let worst = rho.iter().cloned().fold(0.0, f64::max);
         assert!(worst < 1.0, "heterogeneity lets every job beat its equal share: {rho:?}");
         assert!(rho.iter().all(|r| (r - worst).abs() < 1e-4), "min-max equalizes rho: {rho:?}");
+    }
+
+    #[test]
+    fn finish_time_iteration_finds_the_bisection_optimum() {
+        // Jobs of different ages and lengths: the iteration on rho must land
+        // where a plain bisection with feasibility checks does.
+        let mut jobs = Vec::new();
+        for i in 0..12u32 {
+            let f = i as f64;
+            let mut j = job(i, &[4.0 + f, 1.0 + 0.3 * f, 2.0 + 0.1 * f], 1 + i % 2);
+            j.steps_remaining = 2_000.0 + 900.0 * f;
+            j.secs_since_arrival = 150.0 * f;
+            jobs.push(j);
+        }
+        let capacity = [2, 3, 2];
+        let x = finish_time_fairness(&jobs, &capacity, true, &mut FtfHistory::default()).unwrap();
+        let rates: Vec<Vec<f64>> = jobs.iter().map(|j| j.steps_per_s.clone()).collect();
+        let iso = isolated_throughputs(&rates, &jobs, &capacity);
+        let finish = isolated_finish_times(&jobs, &iso, &mut FtfHistory::default());
+        let rho = |x: &[Vec<f64>]| {
+            (0..jobs.len())
+                .map(|i| {
+                    let rate: f64 = rates[i].iter().zip(&x[i]).map(|(r, x)| r * x).sum();
+                    (jobs[i].secs_since_arrival + jobs[i].steps_remaining / rate) / finish[i]
+                })
+                .fold(0.0, f64::max)
+        };
+        let mut reaches = |needs: &[f64]| {
+            let coef = |i: usize, t: usize| rates[i][t] / needs[i];
+            Ok(central_max_min(&jobs, &capacity, coef)?.1 >= 1.0)
+        };
+        let needs = finish_time_search(&jobs, &finish, &mut reaches).unwrap().unwrap();
+        let (bisected, _) = central_max_min(&jobs, &capacity, |i, t| rates[i][t] / needs[i]).unwrap();
+        let (ours, reference) = (rho(&x), rho(&bisected));
+        assert!((ours - reference).abs() <= 1e-6 * reference, "iteration {ours} vs bisection {reference}");
     }
 
     #[test]
