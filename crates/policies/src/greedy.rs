@@ -76,6 +76,12 @@ impl<'v> StartPass<'v> {
             self.decision.waiting.push((id, reason));
             return Attempt::TenantAtLimit;
         }
+        // What `place` would answer without scanning the nodes.
+        let free = self.free.free();
+        if gpus > free {
+            self.decision.waiting.push((id, WaitReason::NoFreeGpus { needed: gpus, free }));
+            return Attempt::Misfit;
+        }
         match self.free.place(gpus, self.placement, |_| true) {
             Ok(chosen) => {
                 self.ledger.add(self.view, id, gpus);
@@ -116,33 +122,46 @@ pub fn start_in_order(
 }
 
 /// Preemptive: all active jobs compete, best key first. `running` holds the
-/// running jobs with their current keys (any order); `waiting` yields the
-/// waiting jobs best first; `smallest_waiting` is the smallest GPU request
-/// among them. Jobs are chosen greedily while GPUs remain; running jobs not
-/// chosen are preempted; chosen waiting jobs are placed on the GPUs left free.
-/// Once no waiting job could fit in what is left, the waiting side is not read
-/// further, so a pass costs O(running log running + jobs examined).
+/// running jobs with their current keys (any order; the pass reorders it);
+/// `waiting` yields the waiting jobs best first; `smallest_waiting` is the
+/// smallest GPU request among them. Jobs are chosen greedily while GPUs remain;
+/// running jobs not chosen are preempted; chosen waiting jobs are placed on the
+/// GPUs left free. Once no waiting job could fit in what is left, the waiting
+/// side is not read further.
+///
+/// Running jobs that rank ahead of the best waiting job are chosen whatever
+/// their order (they all fit: see [`settled_prefix`]), so only the others are
+/// sorted: a pass costs O(running + behind log behind + jobs examined), where
+/// `behind` counts the running jobs ranked behind the best waiting job.
 pub fn preemptive_pass<K: Ord + Copy>(
     view: &ClusterView<'_>,
-    mut running: Vec<(K, JobId)>,
+    running: &mut [(K, JobId)],
     waiting: impl Iterator<Item = (K, JobId)>,
     smallest_waiting: Option<u32>,
     placement: Placement,
 ) -> Decision {
-    running.sort_unstable();
-    let mut decision = Decision::default();
+    let mut waiting = waiting.peekable();
     let mut capacity = view.cluster.up_gpus();
+    let settled = waiting.peek().and_then(|&head| settled_prefix(view, running, head));
+    let contested = match settled {
+        Some((count, gpus)) => {
+            capacity -= gpus;
+            &mut running[count..]
+        }
+        None => running,
+    };
+    contested.sort_unstable();
+    let mut decision = Decision::default();
     let mut ledger = TenantLedger::new(view);
     // The ledger starts from current holdings; running jobs are re-admitted as chosen.
-    for &(_, id) in &running {
+    for &(_, id) in contested.iter() {
         ledger.sub(view, id, view.job(id).spec.gpus);
     }
     let smallest_waiting = smallest_waiting.unwrap_or(0);
-    // keep[i]: the i-th running job (in key order) stays.
-    let mut keep = vec![false; running.len()];
+    // keep[i]: the i-th contested running job (in key order) stays.
+    let mut keep = vec![false; contested.len()];
     let mut to_start: Vec<JobId> = Vec::new();
-    let mut running_iter = running.iter().copied().enumerate().map(|(i, (k, id))| (k, id, i)).peekable();
-    let mut waiting = waiting.peekable();
+    let mut running_iter = contested.iter().copied().enumerate().map(|(i, (k, id))| (k, id, i)).peekable();
     let mut waiting_examined = 0usize;
     let mut waiting_cut = false;
     while capacity > 0 {
@@ -183,9 +202,12 @@ pub fn preemptive_pass<K: Ord + Copy>(
             None => to_start.push(id),
         }
     }
+    if to_start.is_empty() && keep.iter().all(|&kept| kept) {
+        return decision;
+    }
     // Running jobs not chosen stop: each was examined, or ranks below a full cluster.
     let mut free = FreeMap::new(view.cluster);
-    for (&(_, id), kept) in running.iter().zip(&keep) {
+    for (&(_, id), kept) in contested.iter().zip(&keep) {
         if !kept {
             free.give_back(&view.job(id).gpus);
             decision.actions.push(Action::Preempt { job: id });
@@ -198,6 +220,50 @@ pub fn preemptive_pass<K: Ord + Copy>(
         }
     }
     decision
+}
+
+/// Moves the running jobs that rank ahead of `head` (the best waiting job) to
+/// the front of `running` and returns their count and GPUs, when the pass is
+/// sure to keep every one of them in any order; `None` (nothing moved) when it
+/// cannot be sure. The pass meets them before any waiting job, so each is
+/// admitted against running jobs only: it fits when all running jobs together
+/// fit the GPUs that are up, each holds at least one GPU (a pass stops at zero
+/// capacity), and no tenant with a limit holds more than it (the engine admits
+/// no start over a limit; checked rather than assumed).
+fn settled_prefix<K: Ord + Copy>(
+    view: &ClusterView<'_>,
+    running: &mut [(K, JobId)],
+    head: (K, JobId),
+) -> Option<(usize, u32)> {
+    let mut total = 0u64;
+    for &(_, id) in running.iter() {
+        let gpus = view.job(id).spec.gpus;
+        if gpus == 0 {
+            return None;
+        }
+        total += u64::from(gpus);
+    }
+    if total > u64::from(view.cluster.up_gpus()) {
+        return None;
+    }
+    let over_limit = view
+        .tenants
+        .iter()
+        .zip(view.tenant_gpus)
+        .any(|(tenant, &held)| tenant.gpu_limit.is_some_and(|limit| held > limit));
+    if over_limit {
+        return None;
+    }
+    let mut count = 0;
+    let mut gpus = 0;
+    for i in 0..running.len() {
+        if running[i] < head {
+            gpus += view.job(running[i].1).spec.gpus;
+            running.swap(count, i);
+            count += 1;
+        }
+    }
+    Some((count, gpus))
 }
 
 /// How many jobs wait once `decision` is applied, given `waiting_before`.

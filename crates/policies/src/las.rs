@@ -1,7 +1,7 @@
 //! Least attained service, preemptive, re-evaluated every quantum.
 
 use cotenant_core::placement::Placement;
-use cotenant_core::{ClusterView, Decision, Policy, PolicyCx, Span, Time};
+use cotenant_core::{ClusterView, Decision, JobId, Policy, PolicyCx, Span, Time};
 
 use crate::greedy::{preemptive_pass, waiting_after};
 use crate::queue::WaitQueue;
@@ -14,12 +14,14 @@ pub struct Las {
     pub placement: Placement,
     pub quantum: Span,
     queue: WaitQueue<u64>,
+    /// Running jobs with their keys, refilled each pass (kept to reuse its allocation).
+    running: Vec<(u64, JobId)>,
     next: Option<Time>,
 }
 
 impl Las {
     pub fn new(placement: Placement, quantum: Span) -> Las {
-        Las { placement, quantum, queue: WaitQueue::default(), next: None }
+        Las { placement, quantum, queue: WaitQueue::default(), running: Vec::new(), next: None }
     }
 }
 
@@ -31,9 +33,15 @@ impl Policy for Las {
     fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
         let now = view.now;
         self.queue.sync(view, |job| job.attained_gpu_us(now));
-        let running = view.running_jobs().map(|job| (job.attained_gpu_us(now), job.id())).collect();
-        let decision =
-            preemptive_pass(view, running, self.queue.iter(), self.queue.smallest_request(), self.placement);
+        self.running.clear();
+        self.running.extend(view.running_jobs().map(|job| (job.attained_gpu_us(now), job.id())));
+        let decision = preemptive_pass(
+            view,
+            &mut self.running,
+            self.queue.iter(),
+            self.queue.smallest_request(),
+            self.placement,
+        );
         let still_waiting = waiting_after(self.queue.len(), &decision) > 0;
         self.next = (still_waiting && self.quantum > Span::ZERO).then(|| now + self.quantum);
         decision

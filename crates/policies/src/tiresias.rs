@@ -31,8 +31,16 @@ pub struct Tiresias {
     promoted_at: BTreeMap<JobId, u64>,
     promotions: BTreeSet<(Time, JobId)>,
     promotion_of: BTreeMap<JobId, Time>,
+    /// Running jobs with their keys, refilled each pass (kept to reuse its allocation).
+    running: Vec<(RunningKey, JobId)>,
+    /// When each running job would next cross into a lower queue, refilled each pass.
+    demotions: Vec<(Time, JobId)>,
     next: Option<Time>,
 }
+
+/// A job's rank: (queue, waiting, arrival). Within a queue running jobs
+/// (`false`) rank ahead of waiting ones.
+type RunningKey = (u32, bool, Time);
 
 impl Tiresias {
     pub fn new(placement: Placement, thresholds_gpu_secs: Vec<u64>, starvation_knob: u32) -> Tiresias {
@@ -44,6 +52,8 @@ impl Tiresias {
             promoted_at: BTreeMap::new(),
             promotions: BTreeSet::new(),
             promotion_of: BTreeMap::new(),
+            running: Vec::new(),
+            demotions: Vec::new(),
             next: None,
         }
     }
@@ -114,36 +124,37 @@ impl Tiresias {
         }
     }
 
+    /// When a job with `attained_us` of effective service on `gpus` GPUs
+    /// crosses into the next lower queue if it runs from `now`; `None` in the
+    /// last queue or without GPUs.
+    fn demotion_time(&self, attained_us: u64, gpus: u32, now: Time) -> Option<Time> {
+        let gpus = u64::from(gpus);
+        if gpus == 0 {
+            return None;
+        }
+        let level = self.level(attained_us) as usize;
+        let bound_us = self.thresholds_gpu_secs.get(level)? * cotenant_core::MICROS_PER_SECOND;
+        Some(now + Span((bound_us - attained_us).div_ceil(gpus)))
+    }
+
     /// Earliest time one of the jobs that run after `decision` crosses into a
-    /// lower queue.
+    /// lower queue: the running jobs it does not preempt (their times are in
+    /// `self.demotions`) and the jobs it starts.
     fn next_demotion(&self, view: &ClusterView<'_>, decision: &Decision) -> Option<Time> {
-        let preempted: BTreeSet<JobId> = decision
+        let mut preempted: Vec<JobId> = decision
             .actions
             .iter()
             .filter_map(|a| if let Action::Preempt { job } = a { Some(*job) } else { None })
             .collect();
+        preempted.sort_unstable();
+        let running =
+            self.demotions.iter().filter(|(_, id)| preempted.binary_search(id).is_err()).map(|&(at, _)| at);
         let started = decision.actions.iter().filter_map(|a| {
-            if let Action::Start { job, .. } = a {
-                Some(*job)
-            } else {
-                None
-            }
+            let Action::Start { job, .. } = a else { return None };
+            let job = view.job(*job);
+            self.demotion_time(self.effective_attained_us(job, view.now), job.spec.gpus, view.now)
         });
-        let running = view.running.iter().copied().filter(|id| !preempted.contains(id));
-        running
-            .chain(started)
-            .filter_map(|id| {
-                let job = view.job(id);
-                let gpus = u64::from(job.spec.gpus);
-                if gpus == 0 {
-                    return None;
-                }
-                let attained = self.effective_attained_us(job, view.now);
-                let level = self.level(attained) as usize;
-                let bound_us = self.thresholds_gpu_secs.get(level)? * cotenant_core::MICROS_PER_SECOND;
-                Some(view.now + Span((bound_us - attained).div_ceil(gpus)))
-            })
-            .min()
+        running.chain(started).min()
     }
 }
 
@@ -158,15 +169,20 @@ impl Policy for Tiresias {
         // Within a queue, running jobs rank ahead of waiting ones (Tiresias keeps a
         // running job ahead of the pending jobs of its own queue), so a job is only
         // ever preempted by a job of a higher-priority queue.
-        let running = view
-            .running_jobs()
-            .map(|job| {
-                let (level, arrival) = self.key(job, now);
-                ((level, false, arrival), job.id())
-            })
-            .collect();
+        let mut running = std::mem::take(&mut self.running);
+        running.clear();
+        self.demotions.clear();
+        for job in view.running_jobs() {
+            let attained = self.effective_attained_us(job, now);
+            running.push(((self.level(attained), false, job.spec.arrival), job.id()));
+            if let Some(at) = self.demotion_time(attained, job.spec.gpus, now) {
+                self.demotions.push((at, job.id()));
+            }
+        }
         let waiting = self.queue.iter().map(|((level, arrival), id)| ((level, true, arrival), id));
-        let decision = preemptive_pass(view, running, waiting, self.queue.smallest_request(), self.placement);
+        let decision =
+            preemptive_pass(view, &mut running, waiting, self.queue.smallest_request(), self.placement);
+        self.running = running;
         let anyone_waits = waiting_after(self.queue.len(), &decision) > 0;
         let promotion = self.promotions.first().map(|&(at, _)| at);
         let demotion = if anyone_waits { self.next_demotion(view, &decision) } else { None };
