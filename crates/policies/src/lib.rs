@@ -12,8 +12,12 @@ pub mod kueue;
 pub mod las;
 pub mod queue;
 pub mod registry;
+pub mod running_queues;
 pub mod sjf;
 pub mod srtf;
 pub mod tiresias;
+
+#[cfg(test)]
+mod test_world;
 
 pub use registry::{build, policies, PolicyError, PolicyInfo, PolicyParams};
