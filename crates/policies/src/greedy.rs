@@ -247,25 +247,25 @@ fn settled_prefix<K: Ord + Copy>(
     running: &mut [(K, JobId)],
     head: (K, JobId),
 ) -> Option<(usize, u32)> {
-    let mut total = 0u64;
-    let mut zero_gpu_jobs = false;
-    for &(_, id) in running.iter() {
-        let gpus = view.job(id).spec.gpus;
-        zero_gpu_jobs |= gpus == 0;
-        total += u64::from(gpus);
-    }
-    if !settled_is_safe(view, total, zero_gpu_jobs) {
-        return None;
-    }
-    let mut count = 0;
-    let mut gpus = 0;
+    let (mut total, mut zero_gpu_jobs) = (0u64, false);
+    let (mut count, mut gpus) = (0, 0u64);
+    // One walk: totals for the safety check, and the jobs ahead of `head` moved
+    // to the front (harmless if the check fails: the caller then sorts all).
     for i in 0..running.len() {
+        let job_gpus = u64::from(view.job(running[i].1).spec.gpus);
+        zero_gpu_jobs |= job_gpus == 0;
+        total += job_gpus;
         if running[i] < head {
-            gpus += view.job(running[i].1).spec.gpus;
+            gpus += job_gpus;
             running.swap(count, i);
             count += 1;
         }
     }
+    if !settled_is_safe(view, total, zero_gpu_jobs) {
+        return None;
+    }
+    // At most `total`, which fits the GPUs that are up.
+    let gpus = gpus as u32;
     Some((count, gpus))
 }
 
