@@ -76,6 +76,12 @@ impl<'v> StartPass<'v> {
             self.decision.waiting.push((id, reason));
             return Attempt::TenantAtLimit;
         }
+        // What `place` would answer without scanning the nodes.
+        let free = self.free.free();
+        if gpus > free {
+            self.decision.waiting.push((id, WaitReason::NoFreeGpus { needed: gpus, free }));
+            return Attempt::Misfit;
+        }
         match self.free.place(gpus, self.placement, |_| true) {
             Ok(chosen) => {
                 self.ledger.add(self.view, id, gpus);
@@ -116,33 +122,58 @@ pub fn start_in_order(
 }
 
 /// Preemptive: all active jobs compete, best key first. `running` holds the
-/// running jobs with their current keys (any order); `waiting` yields the
-/// waiting jobs best first; `smallest_waiting` is the smallest GPU request
-/// among them. Jobs are chosen greedily while GPUs remain; running jobs not
-/// chosen are preempted; chosen waiting jobs are placed on the GPUs left free.
-/// Once no waiting job could fit in what is left, the waiting side is not read
-/// further, so a pass costs O(running log running + jobs examined).
+/// running jobs with their current keys (any order; the pass reorders it);
+/// `waiting` yields the waiting jobs best first; `smallest_waiting` is the
+/// smallest GPU request among them. Jobs are chosen greedily while GPUs remain;
+/// running jobs not chosen are preempted; chosen waiting jobs are placed on the
+/// GPUs left free. Once no waiting job could fit in what is left, the waiting
+/// side is not read further.
+///
+/// Running jobs that rank ahead of the best waiting job are chosen whatever
+/// their order (they all fit: see [`settled_prefix`]), so only the others are
+/// sorted: a pass costs O(running + behind log behind + jobs examined), where
+/// `behind` counts the running jobs ranked behind the best waiting job.
 pub fn preemptive_pass<K: Ord + Copy>(
     view: &ClusterView<'_>,
-    mut running: Vec<(K, JobId)>,
+    running: &mut [(K, JobId)],
     waiting: impl Iterator<Item = (K, JobId)>,
     smallest_waiting: Option<u32>,
     placement: Placement,
 ) -> Decision {
-    running.sort_unstable();
+    let mut waiting = waiting.peekable();
+    let settled = waiting.peek().and_then(|&head| settled_prefix(view, running, head));
+    let (settled_gpus, contested) = match settled {
+        Some((count, gpus)) => (gpus, &mut running[count..]),
+        None => (0, running),
+    };
+    contested.sort_unstable();
+    contest(view, settled_gpus, contested, waiting, smallest_waiting, placement)
+}
+
+/// The preemptive pass once the running jobs that rank ahead of every waiting
+/// job are set aside: they hold `settled_gpus` GPUs and all stay (the caller
+/// has checked [`settled_is_safe`] or passes 0 and every running job);
+/// `contested` holds the other running jobs in key order.
+pub(crate) fn contest<K: Ord + Copy>(
+    view: &ClusterView<'_>,
+    settled_gpus: u32,
+    contested: &[(K, JobId)],
+    mut waiting: std::iter::Peekable<impl Iterator<Item = (K, JobId)>>,
+    smallest_waiting: Option<u32>,
+    placement: Placement,
+) -> Decision {
+    let mut capacity = view.cluster.up_gpus() - settled_gpus;
     let mut decision = Decision::default();
-    let mut capacity = view.cluster.up_gpus();
     let mut ledger = TenantLedger::new(view);
     // The ledger starts from current holdings; running jobs are re-admitted as chosen.
-    for &(_, id) in &running {
+    for &(_, id) in contested.iter() {
         ledger.sub(view, id, view.job(id).spec.gpus);
     }
     let smallest_waiting = smallest_waiting.unwrap_or(0);
-    // keep[i]: the i-th running job (in key order) stays.
-    let mut keep = vec![false; running.len()];
+    // keep[i]: the i-th contested running job (in key order) stays.
+    let mut keep = vec![false; contested.len()];
     let mut to_start: Vec<JobId> = Vec::new();
-    let mut running_iter = running.iter().copied().enumerate().map(|(i, (k, id))| (k, id, i)).peekable();
-    let mut waiting = waiting.peekable();
+    let mut running_iter = contested.iter().copied().enumerate().map(|(i, (k, id))| (k, id, i)).peekable();
     let mut waiting_examined = 0usize;
     let mut waiting_cut = false;
     while capacity > 0 {
@@ -183,9 +214,12 @@ pub fn preemptive_pass<K: Ord + Copy>(
             None => to_start.push(id),
         }
     }
+    if to_start.is_empty() && keep.iter().all(|&kept| kept) {
+        return decision;
+    }
     // Running jobs not chosen stop: each was examined, or ranks below a full cluster.
     let mut free = FreeMap::new(view.cluster);
-    for (&(_, id), kept) in running.iter().zip(&keep) {
+    for (&(_, id), kept) in contested.iter().zip(&keep) {
         if !kept {
             free.give_back(&view.job(id).gpus);
             decision.actions.push(Action::Preempt { job: id });
@@ -200,6 +234,56 @@ pub fn preemptive_pass<K: Ord + Copy>(
     decision
 }
 
+/// Moves the running jobs that rank ahead of `head` (the best waiting job) to
+/// the front of `running` and returns their count and GPUs, when the pass is
+/// sure to keep every one of them in any order; `None` (nothing moved) when it
+/// cannot be sure. The pass meets them before any waiting job, so each is
+/// admitted against running jobs only: it fits when all running jobs together
+/// fit the GPUs that are up, each holds at least one GPU (a pass stops at zero
+/// capacity), and no tenant with a limit holds more than it (the engine admits
+/// no start over a limit; checked rather than assumed).
+fn settled_prefix<K: Ord + Copy>(
+    view: &ClusterView<'_>,
+    running: &mut [(K, JobId)],
+    head: (K, JobId),
+) -> Option<(usize, u32)> {
+    let (mut total, mut zero_gpu_jobs) = (0u64, false);
+    let (mut count, mut gpus) = (0, 0u64);
+    // One walk: totals for the safety check, and the jobs ahead of `head` moved
+    // to the front (harmless if the check fails: the caller then sorts all).
+    for i in 0..running.len() {
+        let job_gpus = u64::from(view.job(running[i].1).spec.gpus);
+        zero_gpu_jobs |= job_gpus == 0;
+        total += job_gpus;
+        if running[i] < head {
+            gpus += job_gpus;
+            running.swap(count, i);
+            count += 1;
+        }
+    }
+    if !settled_is_safe(view, total, zero_gpu_jobs) {
+        return None;
+    }
+    // At most `total`, which fits the GPUs that are up.
+    let gpus = gpus as u32;
+    Some((count, gpus))
+}
+
+/// Whether every running job that the pass meets before any waiting job is
+/// sure to stay: the running jobs hold `running_gpus` GPUs (as requested) in
+/// all, which must fit the GPUs that are up, none holds zero (a pass stops at
+/// zero capacity), and no tenant with a limit holds more than it (the engine
+/// admits no start over a limit; checked rather than assumed).
+pub(crate) fn settled_is_safe(view: &ClusterView<'_>, running_gpus: u64, zero_gpu_jobs: bool) -> bool {
+    !zero_gpu_jobs
+        && running_gpus <= u64::from(view.cluster.up_gpus())
+        && !view
+            .tenants
+            .iter()
+            .zip(view.tenant_gpus)
+            .any(|(tenant, &held)| tenant.gpu_limit.is_some_and(|limit| held > limit))
+}
+
 /// How many jobs wait once `decision` is applied, given `waiting_before`.
 pub fn waiting_after(waiting_before: usize, decision: &Decision) -> usize {
     let mut waiting = waiting_before;
@@ -211,4 +295,146 @@ pub fn waiting_after(waiting_before: usize, decision: &Decision) -> usize {
         }
     }
     waiting
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::WaitQueue;
+    use crate::test_world::{case, run};
+    use cotenant_core::{JobState, Policy, PolicyCx, Span, Time};
+    use proptest::prelude::*;
+
+    /// The pass as it was before running jobs ahead of the best waiting job
+    /// were set aside: every running job sorted and merged.
+    fn reference_pass<K: Ord + Copy>(
+        view: &ClusterView<'_>,
+        mut running: Vec<(K, JobId)>,
+        waiting: impl Iterator<Item = (K, JobId)>,
+        smallest_waiting: Option<u32>,
+        placement: Placement,
+    ) -> Decision {
+        running.sort_unstable();
+        let mut decision = Decision::default();
+        let mut capacity = view.cluster.up_gpus();
+        let mut ledger = TenantLedger::new(view);
+        for &(_, id) in &running {
+            ledger.sub(view, id, view.job(id).spec.gpus);
+        }
+        let smallest_waiting = smallest_waiting.unwrap_or(0);
+        let mut keep = vec![false; running.len()];
+        let mut to_start: Vec<JobId> = Vec::new();
+        let mut running_iter = running.iter().copied().enumerate().map(|(i, (k, id))| (k, id, i)).peekable();
+        let mut waiting = waiting.peekable();
+        let mut waiting_examined = 0usize;
+        let mut waiting_cut = false;
+        while capacity > 0 {
+            waiting_cut |= capacity < smallest_waiting || waiting_examined >= SCAN_LIMIT;
+            let next_waiting = if waiting_cut { None } else { waiting.peek() };
+            let take_running = match (running_iter.peek(), next_waiting) {
+                (Some(r), Some(w)) => (r.0, r.1) <= *w,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let next = if take_running {
+                running_iter.next().map(|(_, id, i)| (id, Some(i)))
+            } else {
+                waiting.next().map(|(_, id)| (id, None))
+            };
+            let Some((id, running_index)) = next else { break };
+            if !take_running {
+                waiting_examined += 1;
+            }
+            let gpus = view.job(id).spec.gpus;
+            if let Some(reason) = ledger.check(view, id, gpus) {
+                if !take_running {
+                    decision.waiting.push((id, reason));
+                }
+                continue;
+            }
+            if gpus > capacity {
+                if !take_running {
+                    decision.waiting.push((id, WaitReason::LowerPriority));
+                }
+                continue;
+            }
+            capacity -= gpus;
+            ledger.add(view, id, gpus);
+            match running_index {
+                Some(i) => keep[i] = true,
+                None => to_start.push(id),
+            }
+        }
+        let mut free = FreeMap::new(view.cluster);
+        for (&(_, id), kept) in running.iter().zip(&keep) {
+            if !kept {
+                free.give_back(&view.job(id).gpus);
+                decision.actions.push(Action::Preempt { job: id });
+            }
+        }
+        for id in to_start {
+            match free.place(view.job(id).spec.gpus, placement, |_| true) {
+                Ok(gpus) => decision.actions.push(Action::Start { job: id, gpus }),
+                Err(reason) => decision.waiting.push((id, reason)),
+            }
+        }
+        decision
+    }
+
+    /// A preemptive policy ranking by `key` (LAS's or SRTF's) that decides with
+    /// both passes, asserts they agree, and re-evaluates every 5 minutes.
+    struct Checked {
+        key: fn(&JobState, Time) -> u64,
+        queue: WaitQueue<u64>,
+        passes: usize,
+    }
+
+    impl Policy for Checked {
+        fn name(&self) -> &'static str {
+            "checked"
+        }
+        fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
+            let (now, key) = (view.now, self.key);
+            self.queue.sync(view, |job| key(job, now));
+            let running: Vec<(u64, JobId)> =
+                view.running_jobs().map(|job| (key(job, now), job.id())).collect();
+            let expected = reference_pass(
+                view,
+                running.clone(),
+                self.queue.iter(),
+                self.queue.smallest_request(),
+                Placement::Consolidated,
+            );
+            let mut buffer = running;
+            let got = preemptive_pass(
+                view,
+                &mut buffer,
+                self.queue.iter(),
+                self.queue.smallest_request(),
+                Placement::Consolidated,
+            );
+            assert_eq!(got, expected, "pass {} at {now:?}", self.passes);
+            self.passes += 1;
+            got
+        }
+        fn next_round(&self, now: Time) -> Option<Time> {
+            (!self.queue.is_empty()).then(|| now + Span::from_secs(300))
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+        /// Setting aside the running jobs ahead of the best waiting job changes
+        /// no decision, with tenant limits, CPU-only jobs and failing nodes.
+        #[test]
+        fn preemptive_pass_decides_as_the_full_sort(case in case(), las in proptest::bool::ANY) {
+            let key: fn(&JobState, Time) -> u64 = if las {
+                |job, now| job.attained_gpu_us(now)
+            } else {
+                |job, now| job.remaining_estimate(now).map_or(u64::MAX, |s| s.0)
+            };
+            run(&case, Box::new(Checked { key, queue: WaitQueue::default(), passes: 0 }));
+        }
+    }
 }

@@ -3,6 +3,7 @@
 //! clock or mutates the cluster. Shared passes live in `greedy`, ordered
 //! waiting queues in `queue`, and the name → builder table in `registry`.
 
+pub mod attained_order;
 pub mod drf;
 pub mod fairshare;
 pub mod fifo;
@@ -12,8 +13,12 @@ pub mod kueue;
 pub mod las;
 pub mod queue;
 pub mod registry;
+pub mod running_queues;
 pub mod sjf;
 pub mod srtf;
 pub mod tiresias;
+
+#[cfg(test)]
+mod test_world;
 
 pub use registry::{build, policies, PolicyError, PolicyInfo, PolicyParams};

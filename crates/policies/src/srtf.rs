@@ -1,7 +1,7 @@
 //! Shortest remaining time first, preemptive.
 
 use cotenant_core::placement::Placement;
-use cotenant_core::{ClusterView, Decision, JobState, Policy, PolicyCx, Time};
+use cotenant_core::{ClusterView, Decision, JobId, JobState, Policy, PolicyCx, Time};
 
 use crate::greedy::preemptive_pass;
 use crate::queue::WaitQueue;
@@ -14,11 +14,13 @@ use crate::queue::WaitQueue;
 pub struct Srtf {
     pub placement: Placement,
     queue: WaitQueue<u64>,
+    /// Running jobs with their keys, refilled each pass (kept to reuse its allocation).
+    running: Vec<(u64, JobId)>,
 }
 
 impl Srtf {
     pub fn new(placement: Placement) -> Srtf {
-        Srtf { placement, queue: WaitQueue::default() }
+        Srtf { placement, queue: WaitQueue::default(), running: Vec::new() }
     }
 }
 
@@ -34,7 +36,14 @@ impl Policy for Srtf {
     fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
         let now = view.now;
         self.queue.sync(view, |job| remaining_us(job, now));
-        let running = view.running_jobs().map(|job| (remaining_us(job, now), job.id())).collect();
-        preemptive_pass(view, running, self.queue.iter(), self.queue.smallest_request(), self.placement)
+        self.running.clear();
+        self.running.extend(view.running_jobs().map(|job| (remaining_us(job, now), job.id())));
+        preemptive_pass(
+            view,
+            &mut self.running,
+            self.queue.iter(),
+            self.queue.smallest_request(),
+            self.placement,
+        )
     }
 }

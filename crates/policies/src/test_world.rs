@@ -1,0 +1,131 @@
+//! A small random world for driving the engine in tests: jobs run at rate 1
+//! (work = seconds) and report progress when they start, nodes fail and come
+//! back, tenants may have hard limits. Used to check that the fast paths of
+//! the preemptive passes decide exactly as the full ones.
+
+use cotenant_core::{
+    Cluster, ClusterSpec, Command, Engine, Input, JobId, JobSpec, Policy, Span, TenantSpec, Time,
+};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+pub(crate) struct Case {
+    pub nodes: u32,
+    pub gpus_per_node: u32,
+    pub limits: Vec<Option<u32>>,
+    /// (arrival s, tenant, gpus, work s, with an estimate)
+    pub jobs: Vec<(u64, u32, u32, f64, bool)>,
+    /// (time s, node, up)
+    pub node_events: Vec<(u64, u32, bool)>,
+}
+
+pub(crate) fn case() -> impl Strategy<Value = Case> {
+    (
+        1u32..5,
+        prop_oneof![Just(4u32), Just(8u32)],
+        proptest::collection::vec(prop::option::of(2u32..12), 1..4),
+    )
+        .prop_flat_map(|(nodes, gpus_per_node, limits)| {
+            let tenants = limits.len() as u32;
+            let job = (0u64..4000, 0..tenants, 0u32..=8, 1.0f64..3000.0, proptest::bool::weighted(0.9));
+            let node_event = (0u64..6000, 0..nodes, proptest::bool::ANY);
+            (
+                Just(nodes),
+                Just(gpus_per_node),
+                Just(limits),
+                proptest::collection::vec(job, 1..60),
+                proptest::collection::vec(node_event, 0..4),
+            )
+        })
+        .prop_map(|(nodes, gpus_per_node, limits, mut jobs, mut node_events)| {
+            jobs.sort_by_key(|j| j.0);
+            node_events.sort_by_key(|e| e.0);
+            Case { nodes, gpus_per_node, limits, jobs, node_events }
+        })
+}
+
+/// Runs `case` to completion under `policy` (which checks itself as it goes).
+pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) {
+    let tenants: Vec<TenantSpec> = case
+        .limits
+        .iter()
+        .enumerate()
+        .map(|(i, &limit)| TenantSpec { gpu_limit: limit, ..TenantSpec::new(format!("t{i}")) })
+        .collect();
+    let specs: Vec<JobSpec> = case
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, &(at, tenant, gpus, work, estimate))| {
+            let mut spec = JobSpec::new(i as u32, tenant, Time::from_secs(at), gpus, work);
+            spec.duration_estimate = estimate.then(|| Span::from_secs_f64_ceil(work));
+            spec
+        })
+        .collect();
+    let cluster = Cluster::new(ClusterSpec::homogeneous("v100", case.nodes, case.gpus_per_node)).unwrap();
+    let mut engine = Engine::new(cluster, tenants, policy, 0);
+    let n = specs.len();
+    let mut left_s: Vec<f64> = specs.iter().map(|j| j.work).collect();
+    let mut started_at: Vec<Option<Time>> = vec![None; n];
+    let (mut next_arrival, mut next_node) = (0, 0);
+    for _ in 0..200_000 {
+        let arrival = specs.get(next_arrival).map(|j| j.arrival);
+        let node_at = case.node_events.get(next_node).map(|e| Time::from_secs(e.0));
+        let finish = started_at
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.map(|s| (s + Span::from_secs_f64_ceil(left_s[i]), JobId(i as u32))))
+            .min();
+        if arrival.is_none() && node_at.is_none() && finish.is_none() {
+            // Nothing runs and nothing will change: what still waits never fits.
+            return;
+        }
+        let wake = engine.next_wakeup();
+        let Some(now) = [arrival, node_at, finish.map(|f| f.0), wake].into_iter().flatten().min() else {
+            return;
+        };
+        let mut inputs = Vec::new();
+        if let Some((_, job)) = finish.filter(|f| f.0 == now) {
+            started_at[job.index()] = None;
+            left_s[job.index()] = 0.0;
+            inputs.push(Input::JobFinished { job });
+        }
+        while specs.get(next_arrival).is_some_and(|j| j.arrival == now) {
+            inputs.push(Input::JobSubmitted(specs[next_arrival].clone()));
+            next_arrival += 1;
+        }
+        while let Some(&(_, node, up)) =
+            case.node_events.get(next_node).filter(|e| Time::from_secs(e.0) == now)
+        {
+            let node = cotenant_core::NodeId(node);
+            inputs.push(if up { Input::NodeUp(node) } else { Input::NodeDown(node) });
+            next_node += 1;
+        }
+        if wake == Some(now) {
+            inputs.push(Input::Wakeup);
+        }
+        let commands = engine.step(now, Input::Batch(inputs));
+        let mut reports = Vec::new();
+        for command in commands {
+            match command {
+                Command::Start { job, .. } => {
+                    started_at[job.index()] = Some(now);
+                    let done = specs[job.index()].work - left_s[job.index()];
+                    reports.push(Input::Progress { job, work_done: done, rate: 1.0 });
+                }
+                Command::Stop { job, .. } => {
+                    if let Some(at) = started_at[job.index()].take() {
+                        left_s[job.index()] = (left_s[job.index()] - (now - at).as_secs_f64()).max(0.0);
+                    }
+                }
+                Command::End { job, .. } => started_at[job.index()] = None,
+                Command::StartShared { .. } | Command::Rerate { .. } => {}
+            }
+        }
+        if !reports.is_empty() {
+            engine.step(now, Input::Batch(reports));
+        }
+        assert!(engine.violations().is_empty(), "{:?}", engine.violations());
+    }
+    panic!("did not finish");
+}
