@@ -125,41 +125,54 @@ impl FreeIndex {
         }
     }
 
-    /// Nodes with exactly `free` free GPUs, in id order.
-    fn bucket(&self, free: u32) -> impl Iterator<Item = NodeId> + '_ {
+    /// Calls `each` on the nodes with exactly `free` free GPUs, in id order,
+    /// until it returns true; returns whether it did.
+    fn scan_bucket(&self, free: u32, mut each: impl FnMut(NodeId) -> bool) -> bool {
         let bucket = free as usize - 1;
         let bits = &self.bits[bucket * self.words..(bucket + 1) * self.words];
         let summary = &self.summary[bucket * self.summary_words..(bucket + 1) * self.summary_words];
-        summary.iter().enumerate().flat_map(move |(s, &summary_word)| {
-            set_bits(summary_word).flat_map(move |w| {
-                let word = s * 64 + w as usize;
-                set_bits(bits[word]).map(move |b| NodeId((word * 64) as u32 + b))
-            })
-        })
+        for (s, &summary_word) in summary.iter().enumerate() {
+            let mut words = summary_word;
+            while words != 0 {
+                let w = s * 64 + words.trailing_zeros() as usize;
+                words &= words - 1;
+                let mut nodes = bits[w];
+                while nodes != 0 {
+                    let node = NodeId((w * 64) as u32 + nodes.trailing_zeros());
+                    nodes &= nodes - 1;
+                    if each(node) {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
     }
 
-    /// Nodes with at least one free GPU, most free first, ties by id.
-    fn most_free_first(&self) -> impl Iterator<Item = (u32, NodeId)> + '_ {
-        (1..=self.max_free).rev().flat_map(move |f| self.bucket(f).map(move |n| (f, n)))
+    /// Calls `each` on the nodes with a free GPU, most free first, ties by id.
+    fn scan_most_free_first(&self, mut each: impl FnMut(u32, NodeId)) {
+        for f in (1..=self.max_free).rev() {
+            self.scan_bucket(f, |n| {
+                each(f, n);
+                false
+            });
+        }
     }
 
     /// The best-fitting node for `needed` GPUs: fewest free GPUs, then lowest id, among
     /// the nodes `usable` accepts with at least `needed` free.
     fn best_fit(&self, needed: u32, usable: &impl Fn(NodeId) -> bool) -> Option<NodeId> {
-        (needed..=self.max_free).find_map(|f| self.bucket(f).find(|&n| usable(n)))
-    }
-}
-
-/// Positions of the set bits of `word`, lowest first.
-fn set_bits(mut word: u64) -> impl Iterator<Item = u32> {
-    std::iter::from_fn(move || {
-        if word == 0 {
-            return None;
+        let mut found = None;
+        for f in needed..=self.max_free {
+            if self.scan_bucket(f, |n| {
+                found = Some(n);
+                usable(n)
+            }) {
+                return found;
+            }
         }
-        let bit = word.trailing_zeros();
-        word &= word - 1;
-        Some(bit)
-    })
+        None
+    }
 }
 
 /// A scratch copy of which GPUs are free on nodes that are up.
@@ -216,11 +229,21 @@ impl<'a> FreeMap<'a> {
                 return Ok(self.take_plan(&[(node, needed)]));
             }
         }
-        let nodes: Vec<(u32, NodeId)> = self.index.most_free_first().filter(|&(_, n)| usable(n)).collect();
-        let free: u32 = nodes.iter().map(|(f, _)| f).sum();
+        let mut free = 0;
+        self.index.scan_most_free_first(|f, n| {
+            if usable(n) {
+                free += f;
+            }
+        });
         if free < needed {
             return Err(WaitReason::NoFreeGpus { needed, free });
         }
+        let mut nodes: Vec<(u32, NodeId)> = Vec::new();
+        self.index.scan_most_free_first(|f, n| {
+            if usable(n) {
+                nodes.push((f, n));
+            }
+        });
         let plan = match how {
             Placement::Consolidated | Placement::StrictConsolidated => consolidate(&nodes, needed),
             Placement::Spread => spread(&nodes, needed),
@@ -427,7 +450,9 @@ mod tests {
 
     /// What the index holds: masks, total, and the nodes in (free desc, id) order.
     fn index_view(index: &FreeIndex) -> (Vec<u64>, u32, Vec<(u32, NodeId)>) {
-        (index.masks.clone(), index.free(), index.most_free_first().collect())
+        let mut order = Vec::new();
+        index.scan_most_free_first(|f, n| order.push((f, n)));
+        (index.masks.clone(), index.free(), order)
     }
 
     /// The same, from a scan of the cluster.
@@ -448,7 +473,7 @@ mod tests {
         let free: Vec<u32> = (0..200).map(|n| [0, 3, 8, 1, 3][n % 5]).collect();
         let c = cluster_with_free(&free);
         let map = FreeMap::new(&c);
-        let order: Vec<(u32, NodeId)> = map.index.most_free_first().collect();
+        let order = index_view(&map.index).2;
         let mut expected: Vec<(u32, NodeId)> =
             (0..200u32).filter(|&n| free[n as usize] > 0).map(|n| (free[n as usize], NodeId(n))).collect();
         expected.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
