@@ -251,8 +251,8 @@ impl Cluster {
             self.owner[g.index()] = Some(job);
             let node = self.node_of(g);
             self.free_mask[node.index()] &= !(1u64 << self.slot_of(g));
-            self.sync_index(node);
         }
+        self.sync_nodes_of(gpus);
     }
 
     /// Returns `gpus` held by `job`; a GPU becomes free once neither owner holds it.
@@ -270,8 +270,8 @@ impl Cluster {
             }
             let node = self.node_of(g);
             self.free_mask[node.index()] |= 1u64 << self.slot_of(g);
-            self.sync_index(node);
         }
+        self.sync_nodes_of(gpus);
     }
 
     pub(crate) fn set_up(&mut self, node: NodeId, up: bool) {
@@ -287,6 +287,19 @@ impl Cluster {
         }
         self.up[i] = up;
         self.sync_index(node);
+    }
+
+    /// Syncs the index for the nodes of `gpus`, once per run of GPUs on one node
+    /// (a job's GPUs come grouped by node).
+    fn sync_nodes_of(&mut self, gpus: &[GpuId]) {
+        let mut last = None;
+        for &g in gpus {
+            let node = self.node_of(g);
+            if last != Some(node) {
+                self.sync_index(node);
+                last = Some(node);
+            }
+        }
     }
 
     /// Puts `node`'s free GPUs (none while it is down) into the placement index.
