@@ -1,6 +1,7 @@
 //! The cluster: nodes with addressable GPUs, and which job holds each GPU.
 
 use crate::ids::{GpuId, GpuTypeId, JobId, NodeId};
+use crate::placement::FreeIndex;
 
 /// Most GPUs one node may hold; free GPUs of a node are a 64-bit mask.
 pub use crate::limits::MAX_GPUS_PER_NODE;
@@ -97,8 +98,9 @@ impl ClusterSpec {
 /// Live state of the cluster: GPU ownership and node health.
 ///
 /// Invariant: `free_mask[n]` has bit `i` set exactly when GPU `first_gpu[n] + i`
-/// is owned by nobody. A GPU has at most two owners (space sharing): `owner`
-/// is set whenever `co_owner` is, and the two differ.
+/// is owned by nobody; `index` holds `free_mask[n]` for every node that is up
+/// and 0 for every node that is down. A GPU has at most two owners (space
+/// sharing): `owner` is set whenever `co_owner` is, and the two differ.
 #[derive(Clone, Debug)]
 pub struct Cluster {
     spec: ClusterSpec,
@@ -109,8 +111,10 @@ pub struct Cluster {
     co_owner: Vec<Option<JobId>>,
     free_mask: Vec<u64>,
     up: Vec<bool>,
-    free_up_gpus: u32,
+    /// Free GPUs of nodes that are up, by node and by free count (placement's index).
+    index: FreeIndex,
     up_gpus: u32,
+    max_gpus_per_node: u32,
 }
 
 impl Cluster {
@@ -125,7 +129,10 @@ impl Cluster {
             free_mask.push(full_mask(node.gpus));
         }
         let total = gpu_node.len() as u32;
+        let max_gpus_per_node = spec.nodes.iter().map(|n| n.gpus).max().unwrap_or(0);
         Ok(Cluster {
+            index: FreeIndex::new(free_mask.clone(), max_gpus_per_node),
+            max_gpus_per_node,
             up: vec![true; spec.nodes.len()],
             owner: vec![None; gpu_node.len()],
             co_owner: vec![None; gpu_node.len()],
@@ -133,7 +140,6 @@ impl Cluster {
             first_gpu,
             gpu_node,
             free_mask,
-            free_up_gpus: total,
             up_gpus: total,
         })
     }
@@ -156,7 +162,7 @@ impl Cluster {
     }
     /// Free GPUs on nodes that are up.
     pub fn free_gpus(&self) -> u32 {
-        self.free_up_gpus
+        self.index.free()
     }
     pub fn is_up(&self, node: NodeId) -> bool {
         self.up[node.index()]
@@ -190,7 +196,10 @@ impl Cluster {
     }
     /// Largest GPU count on any node.
     pub fn max_gpus_per_node(&self) -> u32 {
-        self.spec.nodes.iter().map(|n| n.gpus).max().unwrap_or(0)
+        self.max_gpus_per_node
+    }
+    pub(crate) fn free_index(&self) -> &FreeIndex {
+        &self.index
     }
     pub fn gpus_of_type(&self, gpu_type: GpuTypeId) -> u32 {
         self.spec.nodes.iter().filter(|n| n.gpu_type == gpu_type).map(|n| n.gpus).sum()
@@ -198,9 +207,7 @@ impl Cluster {
 
     /// True if every GPU exists, is free, sits on a node that is up, and none repeats.
     pub fn can_take(&self, gpus: &[GpuId]) -> bool {
-        let mut seen: Vec<GpuId> = gpus.to_vec();
-        seen.sort_unstable();
-        if seen.windows(2).any(|w| w[0] == w[1]) {
+        if has_repeats(gpus) {
             return false;
         }
         gpus.iter().all(|&g| {
@@ -244,10 +251,8 @@ impl Cluster {
             self.owner[g.index()] = Some(job);
             let node = self.node_of(g);
             self.free_mask[node.index()] &= !(1u64 << self.slot_of(g));
-            if self.up[node.index()] {
-                self.free_up_gpus -= 1;
-            }
         }
+        self.sync_nodes_of(gpus);
     }
 
     /// Returns `gpus` held by `job`; a GPU becomes free once neither owner holds it.
@@ -265,10 +270,8 @@ impl Cluster {
             }
             let node = self.node_of(g);
             self.free_mask[node.index()] |= 1u64 << self.slot_of(g);
-            if self.up[node.index()] {
-                self.free_up_gpus += 1;
-            }
         }
+        self.sync_nodes_of(gpus);
     }
 
     pub(crate) fn set_up(&mut self, node: NodeId, up: bool) {
@@ -277,15 +280,32 @@ impl Cluster {
             return;
         }
         let gpus = self.spec.nodes[i].gpus;
-        let free = self.free_mask[i].count_ones();
         if up {
             self.up_gpus += gpus;
-            self.free_up_gpus += free;
         } else {
             self.up_gpus -= gpus;
-            self.free_up_gpus -= free;
         }
         self.up[i] = up;
+        self.sync_index(node);
+    }
+
+    /// Syncs the index for the nodes of `gpus`, once per run of GPUs on one node
+    /// (a job's GPUs come grouped by node).
+    fn sync_nodes_of(&mut self, gpus: &[GpuId]) {
+        let mut last = None;
+        for &g in gpus {
+            let node = self.node_of(g);
+            if last != Some(node) {
+                self.sync_index(node);
+                last = Some(node);
+            }
+        }
+    }
+
+    /// Puts `node`'s free GPUs (none while it is down) into the placement index.
+    fn sync_index(&mut self, node: NodeId) {
+        let mask = if self.up[node.index()] { self.free_mask[node.index()] } else { 0 };
+        self.index.set(node, mask);
     }
 
     /// Jobs holding GPUs on `node`, in id order, without repeats.
@@ -302,6 +322,16 @@ impl Cluster {
         jobs.dedup();
         jobs
     }
+}
+
+/// True if some GPU appears twice. Allocation-free for gangs up to 32 GPUs.
+fn has_repeats(gpus: &[GpuId]) -> bool {
+    if gpus.len() <= 32 {
+        return gpus.iter().enumerate().any(|(i, g)| gpus[..i].contains(g));
+    }
+    let mut seen = gpus.to_vec();
+    seen.sort_unstable();
+    seen.windows(2).any(|w| w[0] == w[1])
 }
 
 pub(crate) fn full_mask(gpus: u32) -> u64 {

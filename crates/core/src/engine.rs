@@ -330,6 +330,7 @@ impl Engine {
         self.leave_running(now, id);
         let job = self.jobs[id.index()].as_mut().expect("running job exists");
         job.phase = Phase::Completed;
+        job.gpus = Vec::new();
         job.progress = Progress { done: job.spec.work, rate: 0.0, at: now };
         self.changes.push(JobChange::Completed(id));
     }
@@ -344,10 +345,11 @@ impl Engine {
         job.attained_before_gpu_us += ran.0.saturating_mul(job.gpus.len() as u64);
         job.progress = Progress { done: job.work_done(now), rate: 0.0, at: now };
         job.phase_since = now;
-        let gpus = std::mem::take(&mut job.gpus);
         let partner = job.partner.take();
-        self.tenant_gpus[job.spec.tenant.index()] -= gpus.len() as u32;
-        self.cluster.release(id, &gpus);
+        self.tenant_gpus[job.spec.tenant.index()] -= job.gpus.len() as u32;
+        self.cluster.release(id, &job.gpus);
+        // Cleared, not freed: a preempted job keeps the allocation for its next start.
+        job.gpus.clear();
         if let Some(partner) = partner {
             if let Some(other) = self.job_mut(partner) {
                 other.partner = None;
@@ -373,6 +375,7 @@ impl Engine {
         self.pending.remove(&id);
         let job = self.jobs[id.index()].as_mut().expect("job exists");
         job.phase = Phase::Ended(reason);
+        job.gpus = Vec::new();
         job.phase_since = now;
         self.changes.push(JobChange::Ended(id));
     }
@@ -406,11 +409,15 @@ impl Engine {
         // Stops first, so that the starts of the same decision may use the freed
         // GPUs; shared starts last, so that they may join jobs started just now.
         let mut actions = decision.actions;
-        actions.sort_by_key(|a| match a {
+        let class = |a: &Action| match a {
             Action::Preempt { .. } | Action::End { .. } => 0,
             Action::Start { .. } => 1,
             Action::StartShared { .. } => 2,
-        });
+        };
+        // Policies mostly list them in this order already: skip the (allocating) stable sort.
+        if !actions.is_sorted_by_key(class) {
+            actions.sort_by_key(class);
+        }
         for action in actions {
             match action {
                 Action::Preempt { job } => {
@@ -505,7 +512,8 @@ impl Engine {
         self.tenant_gpus[job.spec.tenant.index()] += gpus.len() as u32;
         job.phase = Phase::Running;
         job.phase_since = now;
-        job.gpus = gpus.to_vec();
+        job.gpus.clear();
+        job.gpus.extend_from_slice(gpus);
         job.first_start.get_or_insert(now);
         job.verdict = None;
         job.progress.at = now;

@@ -4,6 +4,8 @@
 //! (and un-places, for jobs it preempts) against that scratch copy, so that one
 //! decision never hands the same GPU to two jobs. The engine checks again.
 
+use std::borrow::Cow;
+
 use crate::cluster::Cluster;
 use crate::ids::{GpuId, NodeId};
 use crate::policy::WaitReason;
@@ -32,35 +34,165 @@ impl Placement {
     }
 }
 
+/// Free GPUs of every node that is up, indexed by free count.
+///
+/// The cluster keeps one up to date as GPUs are taken and released; a
+/// [`FreeMap`] starts from a copy. Bucket `f` (1 to the largest node size) is a
+/// bitset of the nodes with exactly `f` free GPUs, with a summary bitset of its
+/// non-empty words, so that the nodes with at least `k` free GPUs come out in
+/// (free count, node id) order without looking at full nodes: placement costs
+/// O(nodes it examines), not O(nodes).
+#[derive(Clone, Debug)]
+pub(crate) struct FreeIndex {
+    /// Free slots of each node that is up; 0 for a node that is down.
+    masks: Vec<u64>,
+    /// Free GPUs on nodes that are up.
+    free: u32,
+    /// Largest free count a node can have (its GPU count): buckets 1..=max_free.
+    max_free: u32,
+    /// Words per bucket bitset (one bit per node).
+    words: usize,
+    bits: Vec<u64>,
+    /// Words per bucket summary (one bit per word of the bitset).
+    summary_words: usize,
+    summary: Vec<u64>,
+}
+
+impl FreeIndex {
+    /// `masks[n]`: free slots of node `n` if it is up, else 0; `max_free`: the largest node size.
+    pub(crate) fn new(masks: Vec<u64>, max_free: u32) -> FreeIndex {
+        let words = masks.len().div_ceil(64).max(1);
+        let summary_words = words.div_ceil(64);
+        let buckets = max_free as usize;
+        let mut index = FreeIndex {
+            masks: vec![0; masks.len()],
+            free: 0,
+            max_free,
+            words,
+            bits: vec![0; buckets * words],
+            summary_words,
+            summary: vec![0; buckets * summary_words],
+        };
+        for (n, &mask) in masks.iter().enumerate() {
+            index.set(NodeId(n as u32), mask);
+        }
+        index
+    }
+
+    pub(crate) fn free(&self) -> u32 {
+        self.free
+    }
+    pub(crate) fn mask(&self, node: NodeId) -> u64 {
+        self.masks[node.index()]
+    }
+
+    /// Sets the free slots of `node` (0 if it is down), moving it between buckets.
+    pub(crate) fn set(&mut self, node: NodeId, mask: u64) {
+        let before = self.masks[node.index()].count_ones();
+        let after = mask.count_ones();
+        assert!(
+            after <= self.max_free,
+            "{node} cannot have {after} free GPUs (largest node: {})",
+            self.max_free
+        );
+        self.masks[node.index()] = mask;
+        if before != after {
+            if before > 0 {
+                self.remove(before, node.0);
+            }
+            if after > 0 {
+                self.insert(after, node.0);
+            }
+            self.free = self.free + after - before;
+        }
+    }
+
+    fn insert(&mut self, free: u32, node: u32) {
+        let (word, bit) = (node as usize / 64, node % 64);
+        let bucket = free as usize - 1;
+        self.bits[bucket * self.words + word] |= 1u64 << bit;
+        self.summary[bucket * self.summary_words + word / 64] |= 1u64 << (word % 64);
+    }
+
+    fn remove(&mut self, free: u32, node: u32) {
+        let (word, bit) = (node as usize / 64, node % 64);
+        let bucket = free as usize - 1;
+        let slot = &mut self.bits[bucket * self.words + word];
+        debug_assert!(*slot & (1u64 << bit) != 0, "node {node} missing from bucket {free}");
+        *slot &= !(1u64 << bit);
+        if *slot == 0 {
+            self.summary[bucket * self.summary_words + word / 64] &= !(1u64 << (word % 64));
+        }
+    }
+
+    /// Calls `each` on the nodes with exactly `free` free GPUs, in id order,
+    /// until it returns true; returns whether it did.
+    fn scan_bucket(&self, free: u32, mut each: impl FnMut(NodeId) -> bool) -> bool {
+        let bucket = free as usize - 1;
+        let bits = &self.bits[bucket * self.words..(bucket + 1) * self.words];
+        let summary = &self.summary[bucket * self.summary_words..(bucket + 1) * self.summary_words];
+        for (s, &summary_word) in summary.iter().enumerate() {
+            let mut words = summary_word;
+            while words != 0 {
+                let w = s * 64 + words.trailing_zeros() as usize;
+                words &= words - 1;
+                let mut nodes = bits[w];
+                while nodes != 0 {
+                    let node = NodeId((w * 64) as u32 + nodes.trailing_zeros());
+                    nodes &= nodes - 1;
+                    if each(node) {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// Calls `each` on the nodes with a free GPU, most free first, ties by id.
+    fn scan_most_free_first(&self, mut each: impl FnMut(u32, NodeId)) {
+        for f in (1..=self.max_free).rev() {
+            self.scan_bucket(f, |n| {
+                each(f, n);
+                false
+            });
+        }
+    }
+
+    /// The best-fitting node for `needed` GPUs: fewest free GPUs, then lowest id, among
+    /// the nodes `usable` accepts with at least `needed` free.
+    fn best_fit(&self, needed: u32, usable: &impl Fn(NodeId) -> bool) -> Option<NodeId> {
+        let mut found = None;
+        for f in needed..=self.max_free {
+            if self.scan_bucket(f, |n| {
+                found = Some(n);
+                usable(n)
+            }) {
+                return found;
+            }
+        }
+        None
+    }
+}
+
 /// A scratch copy of which GPUs are free on nodes that are up.
 #[derive(Clone, Debug)]
 pub struct FreeMap<'a> {
     cluster: &'a Cluster,
-    masks: Vec<u64>,
-    free: u32,
+    /// The cluster's index, copied (O(nodes) bytes, no scan) on the first change.
+    index: Cow<'a, FreeIndex>,
 }
 
 impl<'a> FreeMap<'a> {
     pub fn new(cluster: &'a Cluster) -> FreeMap<'a> {
-        let masks: Vec<u64> = (0..cluster.node_count())
-            .map(|n| {
-                let node = NodeId(n as u32);
-                if cluster.is_up(node) {
-                    cluster.free_mask(node)
-                } else {
-                    0
-                }
-            })
-            .collect();
-        let free = masks.iter().map(|m| m.count_ones()).sum();
-        FreeMap { cluster, masks, free }
+        FreeMap { cluster, index: Cow::Borrowed(cluster.free_index()) }
     }
 
     pub fn free(&self) -> u32 {
-        self.free
+        self.index.free()
     }
     pub fn free_on(&self, node: NodeId) -> u32 {
-        self.masks[node.index()].count_ones()
+        self.index.mask(node).count_ones()
     }
 
     /// Marks GPUs of a job this pass preempts as free again.
@@ -71,13 +203,17 @@ impl<'a> FreeMap<'a> {
                 continue;
             }
             let bit = 1u64 << self.cluster.slot_of(g);
-            debug_assert_eq!(self.masks[node.index()] & bit, 0, "{g} given back twice");
-            self.masks[node.index()] |= bit;
-            self.free += 1;
+            let mask = self.index.mask(node);
+            debug_assert_eq!(mask & bit, 0, "{g} given back twice");
+            self.index.to_mut().set(node, mask | bit);
         }
     }
 
     /// Chooses `needed` GPUs on nodes `usable` accepts and marks them taken.
+    ///
+    /// `usable` is asked only about nodes with a free GPU, and only as far as the
+    /// choice needs: a job that fits in one node costs O(log nodes) lookups plus
+    /// the nodes `usable` turns down before the best fit.
     pub fn place(
         &mut self,
         needed: u32,
@@ -87,18 +223,30 @@ impl<'a> FreeMap<'a> {
         if needed == 0 {
             return Ok(Vec::new());
         }
-        let mut nodes: Vec<(u32, NodeId)> = (0..self.masks.len())
-            .map(|n| NodeId(n as u32))
-            .filter(|&n| self.masks[n.index()] != 0 && usable(n))
-            .map(|n| (self.free_on(n), n))
-            .collect();
-        let free: u32 = nodes.iter().map(|(f, _)| f).sum();
+        if how != Placement::Spread {
+            // The best-fitting single node, if any, is what consolidation picks first.
+            if let Some(node) = self.index.best_fit(needed, &usable) {
+                return Ok(self.take_plan(&[(node, needed)]));
+            }
+        }
+        let mut free = 0;
+        self.index.scan_most_free_first(|f, n| {
+            if usable(n) {
+                free += f;
+            }
+        });
         if free < needed {
             return Err(WaitReason::NoFreeGpus { needed, free });
         }
+        let mut nodes: Vec<(u32, NodeId)> = Vec::new();
+        self.index.scan_most_free_first(|f, n| {
+            if usable(n) {
+                nodes.push((f, n));
+            }
+        });
         let plan = match how {
-            Placement::Consolidated | Placement::StrictConsolidated => consolidate(&mut nodes, needed),
-            Placement::Spread => spread(&mut nodes, needed),
+            Placement::Consolidated | Placement::StrictConsolidated => consolidate(&nodes, needed),
+            Placement::Spread => spread(&nodes, needed),
         };
         if how == Placement::StrictConsolidated {
             let per_node = self.cluster.max_gpus_per_node().max(1);
@@ -110,27 +258,27 @@ impl<'a> FreeMap<'a> {
     }
 
     fn take_plan(&mut self, plan: &[(NodeId, u32)]) -> Vec<GpuId> {
-        let mut gpus = Vec::new();
+        let mut gpus = Vec::with_capacity(plan.iter().map(|&(_, count)| count as usize).sum());
         for &(node, count) in plan {
-            let mask = &mut self.masks[node.index()];
+            let mut mask = self.index.mask(node);
             for _ in 0..count {
                 let slot = mask.trailing_zeros();
-                *mask &= !(1u64 << slot);
+                mask &= !(1u64 << slot);
                 gpus.push(self.cluster.gpu(node, slot));
             }
-            self.free -= count;
+            self.index.to_mut().set(node, mask);
         }
         gpus
     }
 }
 
 /// Best fit in one node if possible; otherwise fill from the emptiest nodes
-/// (most free) and finish with a best fit for the remainder.
-fn consolidate(nodes: &mut [(u32, NodeId)], needed: u32) -> Vec<(NodeId, u32)> {
-    nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+/// (most free) and finish with a best fit for the remainder. `nodes` come most
+/// free first, ties by id.
+fn consolidate(nodes: &[(u32, NodeId)], needed: u32) -> Vec<(NodeId, u32)> {
     let mut plan = Vec::new();
     let mut left = needed;
-    let mut rest = &nodes[..];
+    let mut rest = nodes;
     while left > 0 {
         let best_fit =
             rest.iter().filter(|(free, _)| *free >= left).min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -146,9 +294,9 @@ fn consolidate(nodes: &mut [(u32, NodeId)], needed: u32) -> Vec<(NodeId, u32)> {
     plan
 }
 
-/// Round-robin one GPU per node, nodes with the most free GPUs first.
-fn spread(nodes: &mut [(u32, NodeId)], needed: u32) -> Vec<(NodeId, u32)> {
-    nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+/// Round-robin one GPU per node, nodes with the most free GPUs first (the
+/// order `nodes` come in, ties by id).
+fn spread(nodes: &[(u32, NodeId)], needed: u32) -> Vec<(NodeId, u32)> {
     let mut take = vec![0u32; nodes.len()];
     let mut left = needed;
     while left > 0 {
@@ -232,5 +380,167 @@ mod tests {
         );
         map.give_back(&gpus[..2]);
         assert_eq!(map.free(), 2);
+    }
+
+    /// The placement rules as they were before the index: scan every node, sort
+    /// by (free descending, id), best fit or fill from the emptiest. The index
+    /// must choose exactly these GPUs.
+    fn brute_force_place(
+        c: &Cluster,
+        masks: &mut [u64],
+        needed: u32,
+        how: Placement,
+        usable: impl Fn(NodeId) -> bool,
+    ) -> Result<Vec<GpuId>, WaitReason> {
+        if needed == 0 {
+            return Ok(Vec::new());
+        }
+        let mut nodes: Vec<(u32, NodeId)> = (0..masks.len())
+            .map(|n| NodeId(n as u32))
+            .filter(|&n| masks[n.index()] != 0 && usable(n))
+            .map(|n| (masks[n.index()].count_ones(), n))
+            .collect();
+        let free: u32 = nodes.iter().map(|(f, _)| f).sum();
+        if free < needed {
+            return Err(WaitReason::NoFreeGpus { needed, free });
+        }
+        nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let plan = match how {
+            Placement::Consolidated | Placement::StrictConsolidated => {
+                let mut plan = Vec::new();
+                let mut left = needed;
+                let mut rest = &nodes[..];
+                while left > 0 {
+                    let best_fit = rest
+                        .iter()
+                        .filter(|(free, _)| *free >= left)
+                        .min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+                    if let Some(&(_, node)) = best_fit {
+                        plan.push((node, left));
+                        break;
+                    }
+                    let (free, node) = rest[0];
+                    plan.push((node, free));
+                    left -= free;
+                    rest = &rest[1..];
+                }
+                plan
+            }
+            Placement::Spread => spread(&nodes, needed),
+        };
+        let per_node = c.spec().nodes.iter().map(|n| n.gpus).max().unwrap_or(0).max(1);
+        if how == Placement::StrictConsolidated && plan.len() as u32 > needed.div_ceil(per_node) {
+            return Err(WaitReason::Fragmented { needed, free });
+        }
+        let mut gpus = Vec::new();
+        for (node, count) in plan {
+            for _ in 0..count {
+                let slot = masks[node.index()].trailing_zeros();
+                masks[node.index()] &= !(1u64 << slot);
+                gpus.push(c.gpu(node, slot));
+            }
+        }
+        Ok(gpus)
+    }
+
+    /// Free slots of each node as a fresh scan sees them (0 for nodes that are down).
+    fn scanned_masks(c: &Cluster) -> Vec<u64> {
+        (0..c.node_count() as u32).map(NodeId).map(|n| if c.is_up(n) { c.free_mask(n) } else { 0 }).collect()
+    }
+
+    /// What the index holds: masks, total, and the nodes in (free desc, id) order.
+    fn index_view(index: &FreeIndex) -> (Vec<u64>, u32, Vec<(u32, NodeId)>) {
+        let mut order = Vec::new();
+        index.scan_most_free_first(|f, n| order.push((f, n)));
+        (index.masks.clone(), index.free(), order)
+    }
+
+    /// The same, from a scan of the cluster.
+    fn scan_view(c: &Cluster) -> (Vec<u64>, u32, Vec<(u32, NodeId)>) {
+        let masks = scanned_masks(c);
+        let mut order: Vec<(u32, NodeId)> = (0..masks.len() as u32)
+            .map(NodeId)
+            .filter(|n| masks[n.index()] != 0)
+            .map(|n| (masks[n.index()].count_ones(), n))
+            .collect();
+        order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        (masks.clone(), masks.iter().map(|m| m.count_ones()).sum(), order)
+    }
+
+    #[test]
+    fn index_iterates_buckets_past_one_word() {
+        // 200 nodes: bitsets of several words, summary of one.
+        let free: Vec<u32> = (0..200).map(|n| [0, 3, 8, 1, 3][n % 5]).collect();
+        let c = cluster_with_free(&free);
+        let map = FreeMap::new(&c);
+        let order = index_view(&map.index).2;
+        let mut expected: Vec<(u32, NodeId)> =
+            (0..200u32).filter(|&n| free[n as usize] > 0).map(|n| (free[n as usize], NodeId(n))).collect();
+        expected.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        assert_eq!(order, expected);
+        assert_eq!(map.free(), free.iter().sum::<u32>());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 200, .. Default::default() })]
+
+        /// On random clusters (node sizes, two GPU types, nodes down, GPUs held),
+        /// a sequence of placements and give-backs picks exactly the GPUs the
+        /// brute-force scan picks, with the same verdicts; the cluster's own index
+        /// agrees with a scan after every take, release and node change.
+        #[test]
+        fn index_agrees_with_a_brute_force_scan(
+            sizes in proptest::collection::vec((1u32..=12, 0u32..2), 1..150),
+            held in proptest::collection::vec(proptest::prelude::any::<u64>(), 150),
+            down in proptest::collection::vec(0usize..150, 0..6),
+            ops in proptest::collection::vec((0u32..40, 0usize..3, 0u32..3, proptest::prelude::any::<bool>()), 1..40),
+        ) {
+            let mut spec = ClusterSpec { gpu_types: vec!["a".into(), "b".into()], nodes: Vec::new() };
+            for &(gpus, ty) in &sizes {
+                spec.add_nodes(crate::ids::GpuTypeId(ty), 1, gpus, 0, 0);
+            }
+            let mut c = Cluster::new(spec).unwrap();
+            for (n, (&(gpus, _), &bits)) in sizes.iter().zip(&held).enumerate() {
+                let taken: Vec<GpuId> =
+                    (0..gpus).filter(|s| bits & (1 << s) != 0).map(|s| c.gpu(NodeId(n as u32), s)).collect();
+                c.take(JobId(n as u32), &taken);
+                proptest::prop_assert_eq!(index_view(c.free_index()), scan_view(&c));
+            }
+            for &d in &down {
+                c.set_up(NodeId((d % sizes.len()) as u32), false);
+                proptest::prop_assert_eq!(index_view(c.free_index()), scan_view(&c));
+            }
+            let mut map = FreeMap::new(&c);
+            let mut masks = scanned_masks(&c);
+            let mut placed: Vec<Vec<GpuId>> = Vec::new();
+            for &(needed, how, filter, give_back) in &ops {
+                if give_back && !placed.is_empty() {
+                    let gpus = placed.remove(needed as usize % placed.len());
+                    map.give_back(&gpus);
+                    for g in gpus {
+                        masks[c.node_of(g).index()] |= 1 << c.slot_of(g);
+                    }
+                    continue;
+                }
+                let how = [Placement::Consolidated, Placement::StrictConsolidated, Placement::Spread][how];
+                let usable = |n: NodeId| filter == 2 || c.node(n).gpu_type.0 == filter;
+                let got = map.place(needed, how, usable);
+                let want = brute_force_place(&c, &mut masks, needed, how, usable);
+                proptest::prop_assert_eq!(&got, &want);
+                proptest::prop_assert_eq!(map.free(), masks.iter().map(|m| m.count_ones()).sum::<u32>());
+                proptest::prop_assert_eq!(&map.index.masks, &masks);
+                if let Ok(gpus) = got {
+                    placed.push(gpus);
+                }
+            }
+            // Releases and nodes coming back keep the cluster's index in step with a scan.
+            for (n, (&(gpus, _), &bits)) in sizes.iter().zip(&held).enumerate() {
+                let taken: Vec<GpuId> =
+                    (0..gpus).filter(|s| bits & (1 << s) != 0).map(|s| c.gpu(NodeId(n as u32), s)).collect();
+                c.release(JobId(n as u32), &taken);
+                c.set_up(NodeId(n as u32), true);
+                proptest::prop_assert_eq!(index_view(c.free_index()), scan_view(&c));
+            }
+        }
     }
 }

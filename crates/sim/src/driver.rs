@@ -179,8 +179,14 @@ pub struct SimProgress {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
-    Finish { job: JobId, generation: u32 },
+    Finish {
+        job: JobId,
+        generation: u32,
+    },
     Wakeup,
+    /// The time of a finish event that went stale and was taken out of the heap,
+    /// put back so that the loop stops at it as it would have at the event.
+    Stale,
 }
 
 /// Runs `jobs` on `cluster` under `policy` and returns per-job records and usage.
@@ -216,6 +222,28 @@ fn validate(jobs: &[JobSpec], tenants: &[TenantSpec]) -> Result<(), SimError> {
     Ok(())
 }
 
+/// Finish events that went stale (their job was stopped or re-rated) leave the
+/// heap instead of staying until they are due, so that the heap holds about one
+/// event per running job. The loop used to stop at each stale event's time
+/// (advancing the usage integrals, then finding nothing to do); such a stop
+/// changes nothing as long as every tenant holds whole GPUs (the integrals
+/// split exactly) and a later step follows before the run ends. So the times
+/// are set aside, and stepped on as before only where that might not hold: at
+/// the end of the run, and for good once jobs share GPUs.
+#[derive(Debug, Default)]
+struct StaleTimes {
+    /// Stale events popped since the last step, in time order.
+    skipped: Vec<Time>,
+    /// Times of stale events taken out of the heap, not yet due (any order).
+    removed: Vec<Time>,
+    /// Stale events stay in the heap and the loop stops at each.
+    visit_all: bool,
+}
+
+/// Fewest stale events in the heap that make it worth rebuilding (low in unit
+/// tests, so that small runs rebuild it often).
+const COMPACT_AT_STALE: usize = if cfg!(test) { 2 } else { 64 };
+
 struct Run<'a> {
     jobs: &'a [JobSpec],
     engine: Engine,
@@ -225,6 +253,14 @@ struct Run<'a> {
     records: Vec<JobRecord>,
     heap: BinaryHeap<Reverse<(Time, u64, Event)>>,
     sequence: u64,
+    /// Stale finish events (of jobs stopped or re-rated since) still in the heap.
+    stale_in_heap: usize,
+    /// Whether the job's latest finish event is in the heap and current.
+    finish_queued: Vec<bool>,
+    /// See [`StaleTimes`].
+    stale: StaleTimes,
+    /// The inputs of the next step (a buffer kept between steps).
+    inputs: Vec<Input>,
     next_arrival: usize,
     wakeup_queued: Option<Time>,
     usage: UsageTracker,
@@ -275,6 +311,10 @@ impl<'a> Run<'a> {
             records,
             heap: BinaryHeap::new(),
             sequence: 0,
+            stale_in_heap: 0,
+            finish_queued: vec![false; jobs.len()],
+            stale: StaleTimes::default(),
+            inputs: Vec::new(),
             next_arrival: 0,
             wakeup_queued: None,
             usage,
@@ -288,7 +328,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn next_time(&self) -> Option<Time> {
+    fn peek_time(&self) -> Option<Time> {
         let arrival = self.jobs.get(self.next_arrival).map(|j| j.arrival);
         let event = self.heap.peek().map(|Reverse((t, _, _))| *t);
         match (arrival, event) {
@@ -297,11 +337,86 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The time of the next step: the next arrival or event, as if stale finish
+    /// events were still in the heap (see [`StaleTimes`]). `stops(t)`: the loop
+    /// would stop before a step at `t`.
+    fn next_time(&mut self, stops: impl Fn(Time) -> bool) -> Option<Time> {
+        if self.stale.visit_all {
+            return self.peek_time();
+        }
+        self.pop_stale_tops();
+        let next = self.peek_time();
+        if next.is_some_and(|t| !stops(t)) {
+            self.stale.skipped.clear();
+            return next;
+        }
+        // The run ends here: the stale times after the last step still count.
+        self.visit_stale_times();
+        self.peek_time()
+    }
+
+    /// Pops stale finish events due no later than the next arrival or live event.
+    fn pop_stale_tops(&mut self) {
+        let arrival = self.jobs.get(self.next_arrival).map(|j| j.arrival);
+        while let Some(&Reverse((t, _, Event::Finish { job, generation }))) = self.heap.peek() {
+            if self.world[job.index()].generation == generation || arrival.is_some_and(|a| t > a) {
+                break;
+            }
+            self.heap.pop();
+            self.stale_in_heap -= 1;
+            self.stale.skipped.push(t);
+        }
+    }
+
+    /// From now on, the loop stops at every stale finish time, as before stale
+    /// events were taken out: the ones set aside go back into the heap.
+    fn visit_stale_times(&mut self) {
+        if self.stale.visit_all {
+            return;
+        }
+        self.stale.visit_all = true;
+        let now = self.now;
+        let times: Vec<Time> =
+            self.stale.skipped.drain(..).chain(self.stale.removed.drain(..)).filter(|&t| t > now).collect();
+        for t in times {
+            self.push(t, Event::Stale);
+        }
+    }
+
+    /// The job's generation moved on, so its queued finish event (if any) is
+    /// stale: count it, and take stale events out of the heap once they are
+    /// half of it.
+    fn retire_finish(&mut self, job: JobId) {
+        if std::mem::replace(&mut self.finish_queued[job.index()], false) {
+            self.stale_in_heap += 1;
+        }
+        if self.stale.visit_all
+            || self.stale_in_heap < COMPACT_AT_STALE
+            || self.stale_in_heap * 2 < self.heap.len()
+        {
+            return;
+        }
+        let now = self.now;
+        self.stale.removed.retain(|&t| t > now);
+        let (world, removed) = (&self.world, &mut self.stale.removed);
+        self.heap.retain(|&Reverse((t, _, event))| match event {
+            Event::Finish { job, generation } if world[job.index()].generation != generation => {
+                removed.push(t);
+                false
+            }
+            _ => true,
+        });
+        self.stale_in_heap = 0;
+    }
+
     fn event_loop(&mut self, progress: &mut dyn FnMut(SimProgress)) {
         let mut steps: u64 = 0;
         let max_steps = self.config.max_steps.unwrap_or(1_000 * self.jobs.len() as u64 + 1_000_000);
         let time_limit = self.jobs.first().map_or(Time::ZERO, |j| j.arrival) + MAX_RUN_SPAN;
-        while let Some(now) = self.next_time() {
+        let horizon = self.config.horizon;
+        loop {
+            let stops = |t: Time| horizon.is_some_and(|h| t > h) || t > time_limit || steps >= max_steps;
+            let Some(now) = self.next_time(stops) else { break };
             if let Some(at) = self.config.horizon.filter(|&h| now > h) {
                 self.early_stop = Some(EarlyStop::Horizon { at });
                 break;
@@ -316,14 +431,11 @@ impl<'a> Run<'a> {
             }
             self.usage.advance(now);
             self.now = now;
-            let inputs = self.collect_inputs(now);
-            if inputs.is_empty() {
-                continue;
-            }
-            let input = if inputs.len() == 1 {
-                inputs.into_iter().next().expect("one input")
-            } else {
-                Input::Batch(inputs)
+            self.collect_inputs(now);
+            let input = match self.inputs.len() {
+                0 => continue,
+                1 => self.inputs.pop().expect("one input"),
+                _ => Input::Batch(std::mem::take(&mut self.inputs)),
             };
             self.step(now, input);
             self.queue_wakeup();
@@ -335,9 +447,9 @@ impl<'a> Run<'a> {
         progress(SimProgress { jobs_done: self.done, jobs_total: self.jobs.len(), now: self.now });
     }
 
-    /// Everything that happens at `now`: completions, arrivals, then a due timer.
-    fn collect_inputs(&mut self, now: Time) -> Vec<Input> {
-        let mut inputs = Vec::new();
+    /// Everything that happens at `now` (completions, arrivals, then a due timer), into `self.inputs`.
+    fn collect_inputs(&mut self, now: Time) {
+        let mut inputs = std::mem::take(&mut self.inputs);
         let mut wakeup = false;
         while let Some(Reverse((t, _, event))) = self.heap.peek().copied() {
             if t != now {
@@ -346,12 +458,14 @@ impl<'a> Run<'a> {
             self.heap.pop();
             match event {
                 Event::Finish { job, generation } if self.world[job.index()].generation == generation => {
+                    self.finish_queued[job.index()] = false;
                     self.events += 1;
                     self.complete(now, job);
                     inputs.push(Input::JobFinished { job });
                 }
                 Event::Wakeup if self.engine.next_wakeup() == Some(now) => wakeup = true,
-                _ => {}
+                Event::Finish { .. } => self.stale_in_heap -= 1,
+                Event::Wakeup | Event::Stale => {}
             }
         }
         while let Some(job) = self.jobs.get(self.next_arrival).filter(|j| j.arrival == now) {
@@ -365,7 +479,7 @@ impl<'a> Run<'a> {
             self.wakeup_queued = None;
             inputs.push(Input::Wakeup);
         }
-        inputs
+        self.inputs = inputs;
     }
 
     fn complete(&mut self, now: Time, job: JobId) {
@@ -408,11 +522,17 @@ impl<'a> Run<'a> {
     fn apply(&mut self, now: Time, command: &Command) -> Option<Input> {
         match command {
             Command::Start { job, gpus } => Some(self.start(now, *job, gpus, None)),
-            Command::StartShared { job, gpus, partner } => Some(self.start(now, *job, gpus, Some(*partner))),
+            Command::StartShared { job, gpus, partner } => {
+                // Sharing splits GPUs in halves, so the usage integrals round at
+                // every step: stale finish times must be stepped on again.
+                self.visit_stale_times();
+                Some(self.start(now, *job, gpus, Some(*partner)))
+            }
             Command::Rerate { job, partners } => self.rerate(now, *job, partners),
             Command::Stop { job, .. } => {
                 let spec = &self.jobs[job.index()];
                 let kept = self.world[job.index()].stop(now, spec.work, &self.config.overheads);
+                self.retire_finish(*job);
                 self.records[job.index()].preemptions += 1;
                 self.set_half_gpus(*job);
                 self.usage.tenant_waiting[spec.tenant.index()] += 1;
@@ -422,6 +542,7 @@ impl<'a> Run<'a> {
                 let spec = &self.jobs[job.index()];
                 if self.world[job.index()].running {
                     self.world[job.index()].stop(now, spec.work, &self.config.overheads);
+                    self.retire_finish(*job);
                     self.set_half_gpus(*job);
                     self.usage.measured_capacity_gpu_us = self.usage.available_gpu_us;
                 } else {
@@ -449,6 +570,7 @@ impl<'a> Run<'a> {
         let report = Input::Progress { job, work_done: world.saved - rate * restore_secs, rate };
         if let Some(at) = finish {
             self.push(at, Event::Finish { job, generation });
+            self.finish_queued[job.index()] = true;
         }
         self.records[job.index()].first_start.get_or_insert(now);
         self.usage.tenant_waiting[spec.tenant.index()] -= 1;
@@ -458,10 +580,10 @@ impl<'a> Run<'a> {
 
     /// A running job's partners changed: new rate, new finish event.
     fn rerate(&mut self, now: Time, job: JobId, partners: &[JobId]) -> Option<Input> {
-        let world = &self.world[job.index()];
-        if !world.running {
+        if !self.world[job.index()].running {
             return None;
         }
+        self.visit_stale_times();
         let spec = &self.jobs[job.index()];
         let partner_specs: Vec<&JobSpec> = partners.iter().map(|p| &self.jobs[p.index()]).collect();
         let gpus = self.engine.job(job).map(|state| state.gpus.clone()).unwrap_or_default();
@@ -470,8 +592,10 @@ impl<'a> Run<'a> {
         let finish = world.rerate(now, rate, 1 + partners.len() as u32, spec.work);
         let generation = world.generation;
         let done = world.saved_or_done(now);
+        self.retire_finish(job);
         if let Some(at) = finish {
             self.push(at, Event::Finish { job, generation });
+            self.finish_queued[job.index()] = true;
         }
         self.set_half_gpus(job);
         Some(Input::Progress { job, work_done: done, rate })
@@ -568,5 +692,158 @@ impl<'a> Run<'a> {
             watched: self.watched,
             early_stop: self.early_stop,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rates::ReferenceRate;
+    use cotenant_core::{Action, ClusterView, Decision, PolicyCx};
+    use cotenant_policies::{build, policies, PolicyParams};
+    use proptest::prelude::*;
+
+    /// Starts waiting jobs on free GPUs if any, otherwise (if `share`) shares
+    /// with the oldest running job of the same size that runs alone. Every third
+    /// pass it preempts the newest running job instead, and never restarts it:
+    /// its stale finish event may lie past every other event of the run.
+    #[derive(Default)]
+    struct PreemptForGood {
+        share: bool,
+        passes: u32,
+        banned: Vec<JobId>,
+    }
+
+    impl Policy for PreemptForGood {
+        fn name(&self) -> &'static str {
+            "preempt-for-good"
+        }
+        fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
+            self.passes += 1;
+            let mut decision = Decision::default();
+            if self.passes.is_multiple_of(3) {
+                if let Some(victim) = view.running_jobs().last() {
+                    self.banned.push(victim.id());
+                    decision.actions.push(Action::Preempt { job: victim.id() });
+                    return decision;
+                }
+            }
+            let mut free = cotenant_core::placement::FreeMap::new(view.cluster);
+            let mut taken = Vec::new();
+            for job in view.pending_jobs().filter(|j| !self.banned.contains(&j.id())) {
+                if let Ok(gpus) = free.place(job.spec.gpus, Default::default(), |_| true) {
+                    decision.actions.push(Action::Start { job: job.id(), gpus });
+                    continue;
+                }
+                if !self.share {
+                    continue;
+                }
+                let partner = view.running_jobs().find(|r| {
+                    r.partner.is_none() && r.spec.gpus == job.spec.gpus && !taken.contains(&r.id())
+                });
+                if let Some(partner) = partner {
+                    taken.push(partner.id());
+                    decision.actions.push(Action::StartShared { job: job.id(), partner: partner.id() });
+                }
+            }
+            decision
+        }
+    }
+
+    /// Rate 1 alone, 0.6 when sharing.
+    struct SlowerWhenShared;
+
+    impl RateModel for SlowerWhenShared {
+        fn rate(&self, _job: &JobSpec, _gpus: &[GpuId], partners: &[&JobSpec], _cluster: &Cluster) -> f64 {
+            if partners.is_empty() {
+                1.0
+            } else {
+                0.6
+            }
+        }
+    }
+
+    fn policy(name: &str) -> Box<dyn Policy> {
+        match name {
+            "preempt-for-good" => Box::new(PreemptForGood::default()),
+            "share-and-preempt" => Box::new(PreemptForGood { share: true, ..PreemptForGood::default() }),
+            _ => build(name, &PolicyParams::default()).unwrap(),
+        }
+    }
+
+    /// A run with stale finish events left in the heap and stepped on, as the
+    /// loop did before they were taken out.
+    fn simulate_visiting_stale(
+        jobs: &[JobSpec],
+        tenants: &[TenantSpec],
+        cluster: ClusterSpec,
+        policy: Box<dyn Policy>,
+        rates: &dyn RateModel,
+        config: &SimConfig,
+    ) -> SimResult {
+        let cluster = Cluster::new(cluster).unwrap();
+        let mut run = Run::new(jobs, tenants, cluster, policy, rates, config);
+        run.stale.visit_all = true;
+        run.event_loop(&mut |_| {});
+        run.finish().unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+        /// Taking stale finish events out of the heap changes nothing a run
+        /// reports: every policy (preemptive and sharing ones included), with
+        /// checkpoint loss and restores, and runs cut short by a step limit or a
+        /// horizon.
+        #[test]
+        fn removing_stale_events_changes_no_result(
+            name in prop::sample::select(
+                policies()
+                    .iter()
+                    .map(|p| p.name)
+                    .filter(|n| build(n, &PolicyParams::default()).is_ok())
+                    .chain(["preempt-for-good"; 8])
+                    .chain(["share-and-preempt"; 8])
+                    .collect::<Vec<_>>()
+            ),
+            nodes in 1u32..4,
+            per_node in 1u32..9,
+            shape in prop::collection::vec((0u64..300, 1u32..10, 1u64..120, 0u32..3), 1..40),
+            ckpt in 0u64..20,
+            restore in 0u64..5,
+            max_steps in prop::option::of(1u64..200),
+            horizon in prop::option::of(0u64..500),
+            seed in any::<u64>(),
+        ) {
+            let mut shape = shape;
+            shape.sort_by_key(|j| j.0);
+            let jobs: Vec<JobSpec> = shape
+                .iter()
+                .enumerate()
+                .map(|(i, &(arrival, gpus, secs, tenant))| {
+                    let mut job = JobSpec::new(i as u32, tenant, Time::from_secs(arrival), gpus, secs as f64);
+                    job.duration_estimate = Some(Span::from_secs(secs));
+                    job
+                })
+                .collect();
+            let tenants: Vec<TenantSpec> = (0..3).map(|t| TenantSpec::new(format!("t{t}"))).collect();
+            let config = SimConfig {
+                seed,
+                overheads: Overheads {
+                    checkpoint_interval: Span::from_secs(ckpt),
+                    restore_overhead: Span::from_secs(restore),
+                },
+                max_steps,
+                horizon: horizon.map(Time::from_secs),
+                share_window: Span::from_secs(7),
+                ..SimConfig::default()
+            };
+            let cluster = ClusterSpec::homogeneous("v100", nodes, per_node);
+            let rates: &dyn RateModel = if name == "share-and-preempt" { &SlowerWhenShared } else { &ReferenceRate };
+            let fast =
+                simulate(&jobs, &tenants, cluster.clone(), policy(name), rates, &config, &mut |_| {}).unwrap();
+            let slow = simulate_visiting_stale(&jobs, &tenants, cluster, policy(name), rates, &config);
+            prop_assert_eq!(format!("{fast:?}"), format!("{slow:?}"));
+        }
     }
 }
