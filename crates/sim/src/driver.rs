@@ -234,8 +234,10 @@ fn validate(jobs: &[JobSpec], tenants: &[TenantSpec]) -> Result<(), SimError> {
 struct StaleTimes {
     /// Stale events popped since the last step, in time order.
     skipped: Vec<Time>,
-    /// Times of stale events taken out of the heap, not yet due (any order).
-    removed: Vec<Time>,
+    /// Times of stale events taken out of the heap, earliest first; those already
+    /// passed are dropped from the front (a run with a million preemptions sets
+    /// aside as many times, so no pass over all of them per compaction).
+    removed: BinaryHeap<Reverse<Time>>,
     /// Stale events stay in the heap and the loop stops at each.
     visit_all: bool,
 }
@@ -376,8 +378,13 @@ impl<'a> Run<'a> {
         }
         self.stale.visit_all = true;
         let now = self.now;
-        let times: Vec<Time> =
-            self.stale.skipped.drain(..).chain(self.stale.removed.drain(..)).filter(|&t| t > now).collect();
+        let times: Vec<Time> = self
+            .stale
+            .skipped
+            .drain(..)
+            .chain(self.stale.removed.drain().map(|Reverse(t)| t))
+            .filter(|&t| t > now)
+            .collect();
         for t in times {
             self.push(t, Event::Stale);
         }
@@ -397,11 +404,13 @@ impl<'a> Run<'a> {
             return;
         }
         let now = self.now;
-        self.stale.removed.retain(|&t| t > now);
+        while self.stale.removed.peek().is_some_and(|&Reverse(t)| t <= now) {
+            self.stale.removed.pop();
+        }
         let (world, removed) = (&self.world, &mut self.stale.removed);
         self.heap.retain(|&Reverse((t, _, event))| match event {
             Event::Finish { job, generation } if world[job.index()].generation != generation => {
-                removed.push(t);
+                removed.push(Reverse(t));
                 false
             }
             _ => true,
