@@ -27,11 +27,15 @@ pub enum DemotionTimer {
 }
 
 /// A job's place in the queues: `(queue, part, seq)`. Within a queue, part 0
-/// holds the jobs running after the last pass, part 1 the jobs waiting after it,
-/// part 2 the jobs that entered the queue since (arrivals, demotions,
-/// promotions), each part by `seq`. That is Tiresias's list order for a queue
-/// (running jobs ahead of waiting ones after each pass, newcomers at the back),
-/// kept with work proportional to the jobs that change, not to the queue.
+/// holds the jobs running after the last pass, part 1 the jobs waiting after it
+/// and then the jobs that entered the queue since (arrivals, demotions,
+/// promotions), each part by `seq`. Newcomers take seqs above every seq given
+/// before, so they follow part 1's waiting jobs, and a newcomer still waiting
+/// after a pass is already where it belongs (the back of part 1) with no
+/// rekeying; jobs preempted from part 0 take decreasing seqs (the front of part
+/// 1). That is Tiresias's list order for a queue (running jobs ahead of waiting
+/// ones after each pass, newcomers at the back), kept with work proportional to
+/// the jobs that change, not to the queue.
 type Key = (u32, u8, i64);
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -90,7 +94,7 @@ pub struct Tiresias {
     promotions: BTreeSet<(Time, JobId)>,
     /// Jobs due for promotion at the next pass (stopped with enough wait already).
     promote_next: Vec<JobId>,
-    /// Jobs in part 2 of some queue.
+    /// Jobs demoted since the last pass (newcomers of part 1 while running).
     fresh: Vec<JobId>,
     next_seq: i64,
     front_seq: i64,
@@ -266,9 +270,8 @@ impl Tiresias {
         for id in arrivals {
             let seq = self.seq();
             let info = &mut self.jobs[id.index()];
-            (info.queue, info.part, info.seq) = (0, 2, seq);
+            (info.queue, info.part, info.seq) = (0, 1, seq);
             self.waiting.insert(id, info.key(), view.job(id).spec.gpus);
-            self.fresh.push(id);
         }
 
         let mut demoted = Vec::new();
@@ -285,7 +288,7 @@ impl Tiresias {
             let seq = self.seq();
             let info = &mut self.jobs[id.index()];
             self.running.remove(&(info.key(), id));
-            (info.queue, info.part, info.seq) = (info.queue + 1, 2, seq);
+            (info.queue, info.part, info.seq) = (info.queue + 1, 1, seq);
             self.running.insert((info.key(), id));
             self.fresh.push(id);
             // One queue per event: a job already past the next limit moves at the next one.
@@ -314,18 +317,18 @@ impl Tiresias {
             let seq = self.seq();
             let attained = view.job(id).attained_gpu_us(now);
             let info = &mut self.jobs[id.index()];
-            (info.queue, info.part, info.seq) = (0, 2, seq);
+            (info.queue, info.part, info.seq) = (0, 1, seq);
             info.promoted_at = attained;
             info.last_pending = 0;
             info.waiting_since = None;
             self.waiting.rekey(id, info.key());
-            self.fresh.push(id);
         }
     }
 
     /// Applies the pass's starts and preemptions to the policy's state and moves
-    /// jobs between parts: running newcomers and starters to the back of part 0,
-    /// preempted part-0 jobs to the front of part 1, waiting newcomers to its back.
+    /// jobs between parts: starters and demoted jobs still running to the back of
+    /// part 0, preempted part-0 jobs to the front of part 1 (waiting newcomers
+    /// already are at its back).
     fn apply(&mut self, view: &ClusterView<'_>, decision: &Decision) {
         let mut to_running: Vec<(Key, JobId)> = Vec::new();
         let mut preempted_front: Vec<(Key, JobId)> = Vec::new();
@@ -345,16 +348,10 @@ impl Tiresias {
                 Action::End { .. } => {}
             }
         }
-        let mut fresh_waiting: Vec<(Key, JobId)> = Vec::new();
         for id in std::mem::take(&mut self.fresh) {
             let info = &self.jobs[id.index()];
-            if !info.live {
-                continue;
-            }
-            if !info.running {
-                fresh_waiting.push((info.key(), id));
-            } else if self.running.remove(&(info.key(), id)) {
-                // A demoted job kept running (starters are not in `running` yet).
+            // A demoted job kept running (starters are not in `running` yet).
+            if info.live && info.running && self.running.remove(&(info.key(), id)) {
                 to_running.push((info.key(), id));
             }
         }
@@ -370,14 +367,6 @@ impl Tiresias {
             self.front_seq -= 1;
             let info = &mut self.jobs[id.index()];
             (info.part, info.seq) = (1, self.front_seq);
-        }
-        fresh_waiting.sort_unstable();
-        for (_, id) in fresh_waiting {
-            let seq = self.seq();
-            let info = &mut self.jobs[id.index()];
-            (info.part, info.seq) = (1, seq);
-            // Waiting since before this pass (an arrival or a promotion): re-sort it.
-            self.waiting.rekey(id, info.key());
         }
     }
 
