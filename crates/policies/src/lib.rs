@@ -13,7 +13,6 @@ pub mod kueue;
 pub mod las;
 pub mod queue;
 pub mod registry;
-pub mod running_queues;
 pub mod sjf;
 pub mod srtf;
 pub mod tiresias;

@@ -14,7 +14,7 @@ use crate::gavel::{Objective, PackedObjective};
 use crate::las::Las;
 use crate::sjf::Sjf;
 use crate::srtf::Srtf;
-use crate::tiresias::Tiresias;
+use crate::tiresias::{DemotionTimer, Tiresias};
 
 /// A policy name or option that cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,6 +83,20 @@ impl<'a> Options<'a> {
         match self.all.get(key) {
             None => Ok(default),
             Some(value) => value.parse().map_err(|_| self.bad(key, value, "expected a whole number".into())),
+        }
+    }
+
+    /// One of `allowed` (the first is the default).
+    pub fn choice(
+        &mut self,
+        key: &'static str,
+        allowed: &[&'static str],
+    ) -> Result<&'static str, PolicyError> {
+        self.used.push(key);
+        let Some(value) = self.all.get(key) else { return Ok(allowed[0]) };
+        match allowed.iter().find(|a| **a == value.as_str()) {
+            Some(a) => Ok(a),
+            None => Err(self.bad(key, value, format!("expected one of {}", allowed.join(", ")))),
         }
     }
 
@@ -175,11 +189,15 @@ static POLICIES: [PolicyInfo; 21] = [
     },
     PolicyInfo {
         name: "tiresias",
-        summary: "Tiresias 2D-LAS: queues by attained GPU-seconds (thresholds=1h:10h), FIFO within, starvation guard (knob=8)",
+        summary: "Tiresias 2D-LAS as its dlas-gpu: queues by attained GPU-seconds (thresholds=1h:10h), list order within, starvation guard (knob=8), demotion timer=exact|tiresias",
         build: |p, o| {
             let thresholds = o.seconds_list("thresholds", &TIRESIAS_THRESHOLDS_GPU_SECS)?;
             let knob = o.u32("knob", TIRESIAS_STARVATION_KNOB)?;
-            Ok(Box::new(Tiresias::new(p.placement, thresholds, knob)))
+            let timer = match o.choice("timer", &["exact", "tiresias"])? {
+                "tiresias" => DemotionTimer::Tiresias,
+                _ => DemotionTimer::Exact,
+            };
+            Ok(Box::new(Tiresias::with_timer(p.placement, thresholds, knob, timer)))
         },
     },
     PolicyInfo {

@@ -1,256 +1,394 @@
-//! Tiresias' discretized two-dimensional LAS (2D-LAS), preemptive.
+//! Tiresias' discretized two-dimensional LAS (2D-LAS), preemptive, as its
+//! simulator's `dlas-gpu` schedule.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use cotenant_core::placement::Placement;
 use cotenant_core::{
-    Action, ClusterView, Decision, JobChange, JobId, JobState, Phase, Policy, PolicyCx, Span, Time,
+    Action, ClusterView, Decision, JobChange, JobId, JobState, Policy, PolicyCx, Span, Time,
 };
 
-use crate::greedy::{contest, preemptive_pass, settled_is_safe, waiting_after};
+use crate::greedy::preemptive_pass;
 use crate::queue::WaitQueue;
-use crate::running_queues::RunningQueues;
 
-/// Tiresias (NSDI'19) with the discretized 2D-LAS rule: a job's priority is its
-/// attained service in GPU-seconds (GPUs x time, the "two dimensions"),
-/// discretized into queues by `thresholds`; queue 0 is served first, and jobs
-/// within a queue in submission order (FIFO). Jobs move down a queue when their
-/// attained service crosses a threshold, at the exact time it happens (a timer).
+const US: u64 = cotenant_core::MICROS_PER_SECOND;
+
+/// How the demotion timer of a running job is computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DemotionTimer {
+    /// At the exact time the job's attained service crosses its queue's limit.
+    Exact,
+    /// As Tiresias's simulator: `now + floor((limit - executed_wall_s) / gpus)`
+    /// in whole seconds, with `executed_wall_s` the job's wall-clock seconds run
+    /// since its last promotion. For a multi-GPU job this fires later than the
+    /// crossing (the demotion waits for that timer or another event), or up to
+    /// a second early (nothing happens then). Clamped to at least now + 1 s.
+    Tiresias,
+}
+
+/// A job's place in the queues: `(queue, part, seq)`. Within a queue, part 0
+/// holds the jobs running after the last pass, part 1 the jobs waiting after it
+/// and then the jobs that entered the queue since (arrivals, demotions,
+/// promotions), each part by `seq`. Newcomers take seqs above every seq given
+/// before, so they follow part 1's waiting jobs, and a newcomer still waiting
+/// after a pass is already where it belongs (the back of part 1) with no
+/// rekeying; jobs preempted from part 0 take decreasing seqs (the front of part
+/// 1). That is Tiresias's list order for a queue (running jobs ahead of waiting
+/// ones after each pass, newcomers at the back), kept with work proportional to
+/// the jobs that change, not to the queue.
+type Key = (u32, u8, i64);
+
+#[derive(Clone, Copy, Debug, Default)]
+struct JobInfo {
+    live: bool,
+    running: bool,
+    queue: u32,
+    part: u8,
+    seq: i64,
+    /// Attained GPU-µs at the last promotion.
+    promoted_at: u64,
+    /// Wall µs waited since the last promotion while having run since it,
+    /// up to `waiting_since`.
+    last_pending: u64,
+    /// Since when `last_pending` grows: set while the job waits having run
+    /// since its last promotion.
+    waiting_since: Option<Time>,
+    /// Its entry in `demotions` (running, below the last queue).
+    demote_at: Option<Time>,
+    /// Its entry in `promotions`.
+    promote_at: Option<Time>,
+}
+
+impl JobInfo {
+    fn key(&self) -> Key {
+        (self.queue, self.part, self.seq)
+    }
+}
+
+/// Tiresias (NSDI'19) with the discretized 2D-LAS rule, as the `dlas-gpu`
+/// schedule of Tiresias's simulator: jobs enter queue 0; a running job whose
+/// attained service (GPU-seconds) since its last promotion reaches its queue's
+/// limit moves one queue down, to the back; queues are served in order, each in
+/// list order, taking every job that fits and preempting running jobs that do
+/// not; after each pass a queue's running jobs come before its waiting ones.
 ///
-/// Starvation guard: a job that has waited `starvation_knob` times its own
-/// run time so far is promoted to queue 0, with its
-/// attained service counted afresh from the promotion.
+/// Starvation guard (`starvation_knob` > 0): a waiting job below queue 0 that
+/// has run since its last promotion is promoted to the back of queue 0 once the
+/// time it has waited since that promotion (counted only after it first ran
+/// since it) reaches `knob` times its wall-clock run time since it.
 #[derive(Clone, Debug)]
 pub struct Tiresias {
     pub placement: Placement,
-    /// Queue boundaries in GPU-seconds, ascending.
+    /// Queue limits in GPU-seconds, ascending.
     pub thresholds_gpu_secs: Vec<u64>,
     /// Promote after waiting this many times the job's run time; 0 disables.
     pub starvation_knob: u32,
-    queue: WaitQueue<(u32, Time)>,
-    /// Attained service (GPU-us) at a job's last promotion.
-    promoted_at: BTreeMap<JobId, u64>,
+    pub timer: DemotionTimer,
+    jobs: Vec<JobInfo>,
+    waiting: WaitQueue<Key>,
+    running: BTreeSet<(Key, JobId)>,
+    /// Exact crossing times of running jobs below the last queue.
+    demotions: BTreeSet<(Time, JobId)>,
+    /// When waiting jobs become due for promotion (always after the pass that
+    /// stopped them).
     promotions: BTreeSet<(Time, JobId)>,
-    promotion_of: BTreeMap<JobId, Time>,
-    /// Running jobs by (queue, arrival), re-queued when their demotion times come.
-    index: RunningQueues,
-    /// Running jobs holding a different number of GPUs than they requested
-    /// (the index assumes they do not; a pass with any takes the full path).
-    irregular: BTreeSet<JobId>,
-    /// Running jobs with their keys, refilled each pass (kept to reuse its allocation).
-    running: Vec<(RunningKey, JobId)>,
-    /// When each running job would next cross into a lower queue, refilled each pass.
-    demotions: Vec<(Time, JobId)>,
+    /// Jobs due for promotion at the next pass (stopped with enough wait already).
+    promote_next: Vec<JobId>,
+    /// Jobs demoted since the last pass (newcomers of part 1 while running).
+    fresh: Vec<JobId>,
+    next_seq: i64,
+    front_seq: i64,
     next: Option<Time>,
 }
 
-/// A job's rank: (queue, waiting, arrival). Within a queue running jobs
-/// (`false`) rank ahead of waiting ones.
-type RunningKey = (u32, bool, Time);
-
 impl Tiresias {
     pub fn new(placement: Placement, thresholds_gpu_secs: Vec<u64>, starvation_knob: u32) -> Tiresias {
+        Tiresias::with_timer(placement, thresholds_gpu_secs, starvation_knob, DemotionTimer::Exact)
+    }
+
+    pub fn with_timer(
+        placement: Placement,
+        thresholds_gpu_secs: Vec<u64>,
+        starvation_knob: u32,
+        timer: DemotionTimer,
+    ) -> Tiresias {
         Tiresias {
             placement,
             thresholds_gpu_secs,
             starvation_knob,
-            queue: WaitQueue::default(),
-            promoted_at: BTreeMap::new(),
+            timer,
+            jobs: Vec::new(),
+            waiting: WaitQueue::default(),
+            running: BTreeSet::new(),
+            demotions: BTreeSet::new(),
             promotions: BTreeSet::new(),
-            promotion_of: BTreeMap::new(),
-            index: RunningQueues::default(),
-            irregular: BTreeSet::new(),
-            running: Vec::new(),
-            demotions: Vec::new(),
+            promote_next: Vec::new(),
+            fresh: Vec::new(),
+            next_seq: 0,
+            front_seq: -1,
             next: None,
         }
     }
 
-    fn effective_attained_us(&self, job: &JobState, now: Time) -> u64 {
-        let base = self.promoted_at.get(&job.id()).copied().unwrap_or(0);
-        job.attained_gpu_us(now).saturating_sub(base)
+    fn info(&mut self, id: JobId) -> &mut JobInfo {
+        if id.index() >= self.jobs.len() {
+            self.jobs.resize(id.index() + 1, JobInfo::default());
+        }
+        &mut self.jobs[id.index()]
     }
 
-    fn level(&self, attained_us: u64) -> u32 {
-        let secs = attained_us / cotenant_core::MICROS_PER_SECOND;
-        self.thresholds_gpu_secs.iter().take_while(|&&t| secs >= t).count() as u32
+    fn last_queue(&self) -> u32 {
+        self.thresholds_gpu_secs.len() as u32
     }
 
-    fn key(&self, job: &JobState, now: Time) -> (u32, Time) {
-        (self.level(self.effective_attained_us(job, now)), job.spec.arrival)
+    fn seq(&mut self) -> i64 {
+        self.next_seq += 1;
+        self.next_seq
     }
 
-    /// When a waiting job becomes eligible for promotion, if ever.
-    fn promotion_time(&self, job: &JobState) -> Option<Time> {
-        let ran = job.run_before;
-        if self.starvation_knob == 0 || ran == Span::ZERO {
+    /// Attained GPU-µs since the job's last promotion.
+    fn executed_gpu_us(&self, job: &JobState, now: Time) -> u64 {
+        job.attained_gpu_us(now).saturating_sub(self.jobs[job.id().index()].promoted_at)
+    }
+
+    /// When a job running from `now` crosses its queue's limit, if it is below the last queue.
+    fn crossing(&self, job: &JobState, now: Time) -> Option<Time> {
+        let info = &self.jobs[job.id().index()];
+        let gpus = u64::from(job.spec.gpus);
+        if gpus == 0 || info.queue >= self.last_queue() {
             return None;
         }
-        Some(job.phase_since + Span(ran.0.saturating_mul(self.starvation_knob as u64)))
+        let limit_us = self.thresholds_gpu_secs[info.queue as usize].saturating_mul(US);
+        let executed = self.executed_gpu_us(job, now);
+        Some(now + Span(limit_us.saturating_sub(executed).div_ceil(gpus)))
     }
 
+    /// Wall µs a job must wait (after its last promotion, having run) to be promoted.
+    fn promotion_wait_us(&self, job: &JobState, now: Time) -> u64 {
+        let gpus = u64::from(job.spec.gpus).max(1);
+        let wall_us = self.executed_gpu_us(job, now) / gpus;
+        let knob = u64::from(self.starvation_knob);
+        match self.timer {
+            DemotionTimer::Exact => wall_us.saturating_mul(knob),
+            DemotionTimer::Tiresias => (wall_us / US).saturating_mul(knob).saturating_mul(US),
+        }
+    }
+
+    /// A job stops running at `now` (preempted, or stopped by the engine).
+    fn on_stop(&mut self, view: &ClusterView<'_>, id: JobId) {
+        let now = view.now;
+        let job = view.job(id);
+        let key = self.jobs[id.index()].key();
+        self.running.remove(&(key, id));
+        if let Some(at) = self.jobs[id.index()].demote_at.take() {
+            self.demotions.remove(&(at, id));
+        }
+        let ran = self.executed_gpu_us(job, now) > 0;
+        let info = &mut self.jobs[id.index()];
+        info.running = false;
+        if !ran {
+            return;
+        }
+        info.waiting_since = Some(now);
+        if self.starvation_knob == 0 || info.queue == 0 {
+            return;
+        }
+        let (wait, waited) = (self.promotion_wait_us(job, now), self.jobs[id.index()].last_pending);
+        if wait <= waited {
+            self.promote_next.push(id);
+        } else {
+            let at = now + Span(wait - waited);
+            self.jobs[id.index()].promote_at = Some(at);
+            self.promotions.insert((at, id));
+        }
+    }
+
+    /// A job starts running at `now`.
+    fn on_start(&mut self, view: &ClusterView<'_>, id: JobId) {
+        let now = view.now;
+        let info = &mut self.jobs[id.index()];
+        info.running = true;
+        if let Some(since) = info.waiting_since.take() {
+            info.last_pending += now.since(since).0;
+        }
+        if let Some(at) = info.promote_at.take() {
+            self.promotions.remove(&(at, id));
+        }
+        if let Some(at) = self.crossing(view.job(id), now) {
+            self.jobs[id.index()].demote_at = Some(at);
+            self.demotions.insert((at, id));
+        }
+    }
+
+    fn on_end(&mut self, id: JobId) {
+        let info = self.jobs[id.index()];
+        if info.running {
+            self.running.remove(&(info.key(), id));
+        }
+        if let Some(at) = info.demote_at {
+            self.demotions.remove(&(at, id));
+        }
+        if let Some(at) = info.promote_at {
+            self.promotions.remove(&(at, id));
+        }
+        self.jobs[id.index()] = JobInfo::default();
+    }
+
+    /// Applies the change log, then this event's arrivals, demotions and
+    /// promotions, in Tiresias's order (arrivals, then the others by arrival).
     fn sync(&mut self, view: &ClusterView<'_>) {
         let now = view.now;
+        let mut arrivals = Vec::new();
         for change in view.changes {
             match *change {
-                JobChange::Submitted(id) | JobChange::Stopped(id) => {
-                    let job = view.job(id);
-                    self.queue.insert(id, self.key(job, now), job.spec.gpus);
-                    if let Some(at) = self.promotion_time(job) {
-                        self.promotions.insert((at, id));
-                        self.promotion_of.insert(id, at);
-                    }
-                    self.index.remove(id);
-                    self.irregular.remove(&id);
+                JobChange::Submitted(id) => {
+                    *self.info(id) = JobInfo { live: true, ..JobInfo::default() };
+                    arrivals.push(id);
                 }
-                JobChange::Started(id) | JobChange::Completed(id) | JobChange::Ended(id) => {
-                    let job = view.job(id);
-                    self.queue.remove(id, job.spec.gpus);
-                    if let Some(at) = self.promotion_of.remove(&id) {
-                        self.promotions.remove(&(at, id));
+                JobChange::Stopped(id) => {
+                    if self.jobs[id.index()].running {
+                        self.on_stop(view, id);
                     }
-                    if !matches!(job.phase, Phase::Running) {
-                        self.promoted_at.remove(&id);
+                    self.waiting.insert(id, self.jobs[id.index()].key(), view.job(id).spec.gpus);
+                }
+                JobChange::Started(id) => {
+                    self.waiting.remove(id, view.job(id).spec.gpus);
+                    if !self.jobs[id.index()].running {
+                        self.on_start(view, id);
+                        let key = self.jobs[id.index()].key();
+                        self.running.insert((key, id));
                     }
-                    self.index.remove(id);
-                    self.irregular.remove(&id);
-                    if job.is_running() {
-                        let attained = self.effective_attained_us(job, now);
-                        let held = job.gpus.len() as u32;
-                        let demote_at = self.demotion_time(attained, held, now);
-                        self.index.insert(
-                            id,
-                            self.level(attained),
-                            job.spec.arrival,
-                            demote_at,
-                            job.spec.gpus,
-                        );
-                        if held != job.spec.gpus {
-                            self.irregular.insert(id);
-                        }
-                    }
+                }
+                JobChange::Completed(id) | JobChange::Ended(id) => {
+                    self.waiting.remove(id, view.job(id).spec.gpus);
+                    self.on_end(id);
                 }
             }
         }
-        self.promote_due(view);
-        // Running jobs whose attained service crossed a threshold move down.
-        while let Some(id) = self.index.pop_due(now) {
-            let job = view.job(id);
-            let attained = self.effective_attained_us(job, now);
-            let demote_at = self.demotion_time(attained, job.gpus.len() as u32, now);
-            self.index.relevel(id, self.level(attained), demote_at);
+        let by_arrival = |id: &JobId| (view.job(*id).spec.arrival, *id);
+        arrivals.sort_unstable_by_key(by_arrival);
+        for id in arrivals {
+            let seq = self.seq();
+            let info = &mut self.jobs[id.index()];
+            (info.queue, info.part, info.seq) = (0, 1, seq);
+            self.waiting.insert(id, info.key(), view.job(id).spec.gpus);
         }
-        debug_assert_eq!(self.index.len(), view.running.len(), "running index out of sync with the engine");
-    }
 
-    fn promote_due(&mut self, view: &ClusterView<'_>) {
+        let mut demoted = Vec::new();
+        while let Some(&(at, id)) = self.demotions.first() {
+            if at > now {
+                break;
+            }
+            self.demotions.pop_first();
+            self.jobs[id.index()].demote_at = None;
+            demoted.push(id);
+        }
+        demoted.sort_unstable_by_key(by_arrival);
+        for id in demoted {
+            let seq = self.seq();
+            let info = &mut self.jobs[id.index()];
+            self.running.remove(&(info.key(), id));
+            (info.queue, info.part, info.seq) = (info.queue + 1, 1, seq);
+            self.running.insert((info.key(), id));
+            self.fresh.push(id);
+            // One queue per event: a job already past the next limit moves at the next one.
+            if let Some(at) = self.crossing(view.job(id), now) {
+                self.jobs[id.index()].demote_at = Some(at);
+                self.demotions.insert((at, id));
+            }
+        }
+
+        let mut promoted = std::mem::take(&mut self.promote_next);
         while let Some(&(at, id)) = self.promotions.first() {
-            if at > view.now {
+            if at > now {
                 break;
             }
             self.promotions.pop_first();
-            self.promotion_of.remove(&id);
-            let job = view.job(id);
-            if job.phase != Phase::Pending {
-                continue;
-            }
-            self.promoted_at.insert(id, job.attained_gpu_us(view.now));
-            self.queue.rekey(id, (0, job.spec.arrival));
+            self.jobs[id.index()].promote_at = None;
+            promoted.push(id);
         }
-    }
-
-    /// When a job with `attained_us` of effective service on `gpus` GPUs
-    /// crosses into the next lower queue if it runs from `now`; `None` in the
-    /// last queue or without GPUs.
-    fn demotion_time(&self, attained_us: u64, gpus: u32, now: Time) -> Option<Time> {
-        let gpus = u64::from(gpus);
-        if gpus == 0 {
-            return None;
-        }
-        let level = self.level(attained_us) as usize;
-        let bound_us = self.thresholds_gpu_secs.get(level)? * cotenant_core::MICROS_PER_SECOND;
-        Some(now + Span((bound_us - attained_us).div_ceil(gpus)))
-    }
-
-    /// Earliest time one of the jobs that run after `decision` crosses into a
-    /// lower queue: the running jobs it does not preempt (their times are in
-    /// `running`, earliest first when `sorted`, else in any order) and the
-    /// jobs it starts.
-    fn next_demotion(
-        &self,
-        view: &ClusterView<'_>,
-        decision: &Decision,
-        running: impl Iterator<Item = (Time, JobId)>,
-        sorted: bool,
-    ) -> Option<Time> {
-        let mut preempted: Vec<JobId> = decision
-            .actions
-            .iter()
-            .filter_map(|a| if let Action::Preempt { job } = a { Some(*job) } else { None })
-            .collect();
-        preempted.sort_unstable();
-        let mut running = running.filter(|(_, id)| preempted.binary_search(id).is_err()).map(|(at, _)| at);
-        let running = if sorted { running.next() } else { running.min() };
-        let started = decision.actions.iter().filter_map(|a| {
-            let Action::Start { job, .. } = a else { return None };
-            let job = view.job(*job);
-            self.demotion_time(self.effective_attained_us(job, view.now), job.spec.gpus, view.now)
+        promoted.retain(|id| {
+            let info = &self.jobs[id.index()];
+            info.live && !info.running && info.queue > 0
         });
-        running.into_iter().chain(started).min()
+        promoted.sort_unstable_by_key(by_arrival);
+        promoted.dedup();
+        for id in promoted {
+            let seq = self.seq();
+            let attained = view.job(id).attained_gpu_us(now);
+            let info = &mut self.jobs[id.index()];
+            (info.queue, info.part, info.seq) = (0, 1, seq);
+            info.promoted_at = attained;
+            info.last_pending = 0;
+            info.waiting_since = None;
+            self.waiting.rekey(id, info.key());
+        }
     }
-}
 
-impl Tiresias {
-    /// Waiting jobs with their ranks, best first.
-    fn waiting(&self) -> std::iter::Peekable<impl Iterator<Item = (RunningKey, JobId)> + '_> {
-        self.queue.iter().map(|((level, arrival), id)| ((level, true, arrival), id)).peekable()
-    }
-
-    /// The pass from the running index: running jobs of the best waiting job's
-    /// queue or a better one rank ahead of every waiting job and all stay, so
-    /// only those of lower queues are read, already in order.
-    fn fast_pass(&mut self, view: &ClusterView<'_>) -> Decision {
-        let mut running = std::mem::take(&mut self.running);
-        running.clear();
-        let mut waiting = self.waiting();
-        let behind = waiting.peek().and_then(|&((level, _, _), _)| level.checked_add(1));
-        let mut contested_gpus = 0u64;
-        if let Some(level) = behind {
-            for (level, arrival, id) in self.index.from_level(level) {
-                contested_gpus += u64::from(view.job(id).spec.gpus);
-                running.push(((level, false, arrival), id));
+    /// Applies the pass's starts and preemptions to the policy's state and moves
+    /// jobs between parts: starters and demoted jobs still running to the back of
+    /// part 0, preempted part-0 jobs to the front of part 1 (waiting newcomers
+    /// already are at its back).
+    fn apply(&mut self, view: &ClusterView<'_>, decision: &Decision) {
+        let mut to_running: Vec<(Key, JobId)> = Vec::new();
+        let mut preempted_front: Vec<(Key, JobId)> = Vec::new();
+        for action in &decision.actions {
+            match *action {
+                Action::Start { job, .. } | Action::StartShared { job, .. } => {
+                    self.on_start(view, job);
+                    to_running.push((self.jobs[job.index()].key(), job));
+                }
+                Action::Preempt { job } => {
+                    self.on_stop(view, job);
+                    let key = self.jobs[job.index()].key();
+                    if key.1 == 0 {
+                        preempted_front.push((key, job));
+                    }
+                }
+                Action::End { .. } => {}
             }
         }
-        // At most the GPUs that are up (`settled_is_safe`).
-        let settled_gpus = (self.index.gpus() - contested_gpus) as u32;
-        let decision =
-            contest(view, settled_gpus, &running, waiting, self.queue.smallest_request(), self.placement);
-        self.running = running;
-        decision
+        for id in std::mem::take(&mut self.fresh) {
+            let info = &self.jobs[id.index()];
+            // A demoted job kept running (starters are not in `running` yet).
+            if info.live && info.running && self.running.remove(&(info.key(), id)) {
+                to_running.push((info.key(), id));
+            }
+        }
+        to_running.sort_unstable();
+        for (_, id) in to_running {
+            let seq = self.seq();
+            let info = &mut self.jobs[id.index()];
+            (info.part, info.seq) = (0, seq);
+            self.running.insert((info.key(), id));
+        }
+        preempted_front.sort_unstable();
+        for &(_, id) in preempted_front.iter().rev() {
+            self.front_seq -= 1;
+            let info = &mut self.jobs[id.index()];
+            (info.part, info.seq) = (1, self.front_seq);
+        }
     }
 
-    /// The pass recomputing every running job's key and demotion time.
-    fn full_pass(&mut self, view: &ClusterView<'_>) -> Decision {
+    /// The next demotion timer, after the pass at `now`.
+    fn next_demotion(&self, view: &ClusterView<'_>) -> Option<Time> {
         let now = view.now;
-        let mut running = std::mem::take(&mut self.running);
-        running.clear();
-        self.demotions.clear();
-        for job in view.running_jobs() {
-            let attained = self.effective_attained_us(job, now);
-            running.push(((self.level(attained), false, job.spec.arrival), job.id()));
-            if let Some(at) = self.demotion_time(attained, job.spec.gpus, now) {
-                self.demotions.push((at, job.id()));
-            }
+        match self.timer {
+            DemotionTimer::Exact => self.demotions.first().map(|&(at, _)| at.max(now + Span(1))),
+            DemotionTimer::Tiresias => self
+                .demotions
+                .iter()
+                .map(|&(_, id)| {
+                    let job = view.job(id);
+                    let info = &self.jobs[id.index()];
+                    let gpus = i64::from(job.spec.gpus);
+                    let executed_s = (self.executed_gpu_us(job, now) / gpus as u64 / US) as i64;
+                    let limit = self.thresholds_gpu_secs[info.queue as usize] as i64;
+                    let secs = (limit - executed_s).div_euclid(gpus).max(1) as u64;
+                    now + Span::from_secs(secs)
+                })
+                .min(),
         }
-        let decision = preemptive_pass(
-            view,
-            &mut running,
-            self.waiting(),
-            self.queue.smallest_request(),
-            self.placement,
-        );
-        self.running = running;
-        decision
     }
 }
 
@@ -261,80 +399,18 @@ impl Policy for Tiresias {
 
     fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
         self.sync(view);
-        // Within a queue, running jobs rank ahead of waiting ones (Tiresias keeps a
-        // running job ahead of the pending jobs of its own queue), so a job is only
-        // ever preempted by a job of a higher-priority queue.
-        let fast = self.irregular.is_empty()
-            && settled_is_safe(view, self.index.gpus(), self.index.has_zero_gpu_job());
-        let decision = if fast { self.fast_pass(view) } else { self.full_pass(view) };
-        let anyone_waits = waiting_after(self.queue.len(), &decision) > 0;
+        // Already in key order: the pass finds it sorted.
+        let mut running: Vec<(Key, JobId)> = self.running.iter().copied().collect();
+        let waiting = self.waiting.iter();
+        let decision =
+            preemptive_pass(view, &mut running, waiting, self.waiting.smallest_request(), self.placement);
+        self.apply(view, &decision);
         let promotion = self.promotions.first().map(|&(at, _)| at);
-        let demotion = match (anyone_waits, fast) {
-            (false, _) => None,
-            (true, true) => self.next_demotion(view, &decision, self.index.demotions(), true),
-            (true, false) => self.next_demotion(view, &decision, self.demotions.iter().copied(), false),
-        };
-        self.next = [promotion, demotion].into_iter().flatten().min();
+        self.next = [promotion, self.next_demotion(view)].into_iter().flatten().min();
         decision
     }
 
     fn next_round(&self, _now: Time) -> Option<Time> {
         self.next
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::test_world::{case, run};
-    use proptest::prelude::*;
-
-    /// Tiresias deciding every pass by both the running index and the full
-    /// recomputation, asserting that decisions and timers agree.
-    struct Checked {
-        inner: Tiresias,
-    }
-
-    impl Policy for Checked {
-        fn name(&self) -> &'static str {
-            "checked-tiresias"
-        }
-        fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
-            let t = &mut self.inner;
-            t.sync(view);
-            let full = t.full_pass(view);
-            let waits = waiting_after(t.queue.len(), &full) > 0;
-            let full_demotion =
-                if waits { t.next_demotion(view, &full, t.demotions.iter().copied(), false) } else { None };
-            if t.irregular.is_empty() && settled_is_safe(view, t.index.gpus(), t.index.has_zero_gpu_job()) {
-                let fast = t.fast_pass(view);
-                assert_eq!(fast, full, "at {:?}", view.now);
-                let fast_demotion =
-                    if waits { t.next_demotion(view, &fast, t.index.demotions(), true) } else { None };
-                assert_eq!(fast_demotion, full_demotion, "at {:?}", view.now);
-            }
-            let promotion = t.promotions.first().map(|&(at, _)| at);
-            t.next = [promotion, full_demotion].into_iter().flatten().min();
-            full
-        }
-        fn next_round(&self, now: Time) -> Option<Time> {
-            self.inner.next_round(now)
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(96))]
-        /// The running index (queues advanced at precomputed demotion times)
-        /// decides exactly as recomputing every running job's queue, with
-        /// demotions, starvation promotions, tenant limits and failing nodes.
-        #[test]
-        fn running_index_decides_as_the_full_pass(
-            case in case(),
-            thresholds in proptest::collection::btree_set(1u64..20_000, 0..4),
-            knob in 0u32..3,
-        ) {
-            let inner = Tiresias::new(Placement::Consolidated, thresholds.into_iter().collect(), knob);
-            run(&case, Box::new(Checked { inner }));
-        }
     }
 }

@@ -131,16 +131,33 @@ fn tiresias_keeps_a_running_job_ahead_of_its_own_queue() {
 #[test]
 fn tiresias_starvation_guard_promotes_waiting_jobs() {
     // Threshold 1 GPU-s, knob 1, one GPU; J0 (3 s) at 0, J1 (5 s) at 1, J2 (5 s) at 2.
-    // 0-1 J0 | 1-2 J1 (J0 demoted) | 2-3 J0 (promoted at 2: waited 1 = its run time)
-    // | 3-4 J1 (promoted at 3) | 4-5 J2 | 5-6 J0 (promoted at 5; finishes, 3 s done)
-    // | 6-7 J1 (promoted at 6) | 7-8 J2 | at 8 J2 drops to queue 1 beside the waiting J1,
-    // and a running job stays ahead of the waiting jobs of its own queue (as in
-    // Tiresias): 8-10 J2 | at 10 J1 is promoted (waited 3 = its run time) and preempts
-    // it: 10-12 J1 (3 + 2 s: done at 12) | 12-13 J2 (1 + 1 + 2 s before, 1 s left).
+    // A running job is demoted to the back of queue 1 after 1 s of service since its last
+    // promotion; a waiting job in queue 1 that ran x s since its last promotion is promoted
+    // to the back of queue 0 after waiting x s (knob 1). Each second, in arrival order:
+    // at 1 J1 arrives, J0 is demoted: J1 runs, J0 waits | 2: J2 arrives, then J0 is
+    // promoted (behind J2) and J1 demoted: J2 runs | 3: J1 promoted, J2 demoted: J0 (ahead
+    // in queue 0) runs | 4: J0 demoted, J2 promoted: J1 runs | 5: J0 promoted, J1 demoted:
+    // J2 runs | 6: J1 promoted, J2 demoted: J0 runs its last second, ends at 7 (JCT 7) |
+    // 7-12: J1 and J2 alternate the same way (J1 7-8, J2 8-9, J1 9-10, J2 10-11, J1 11-12:
+    // J1's fifth second, JCT 11) | 12-13 J2's fifth second (JCT 11). Preemptions 2, 4, 4.
     let opts = [("thresholds", "1s"), ("knob", "1")];
     let r = run_with("tiresias", &opts, 1, 1, &jobs(&[(0, 1, 3), (1, 1, 5), (2, 1, 5)]), FREE_PREEMPTION);
-    let jct: Vec<f64> = outcome(&r).iter().map(|o| o.0).collect();
-    assert_eq!(jct, vec![6.0, 11.0, 11.0]);
+    assert_eq!(outcome(&r), vec![(7.0, 0.0, 2), (11.0, 0.0, 4), (11.0, 0.0, 4)]);
+}
+
+#[test]
+fn tiresias_demotion_then_promotion() {
+    // Threshold 2 GPU-s, knob 1, one GPU; J0 (4 s) at 0, J1 (4 s) at 1.
+    // 0-2 J0; J1 waits behind it in queue 0 (a running job keeps its place ahead). At 2 J0
+    // has 2 GPU-s: demoted to queue 1, where it ranks below J1: J1 runs 2-4, J0 waits
+    // (ran 2 s since its promotion, so it is promoted after waiting 2 s). At 4 both timers
+    // fire; in arrival order J0 is promoted to queue 0 (its service counted afresh) and J1
+    // demoted: J0 runs 4-6 and ends (4 s done; JCT 6; 2 GPU-s since its promotion, so it
+    // would have been demoted again just then). J1 waited 4-6 = its 2 s run: promoted at
+    // 6, runs 6-8 and ends (JCT 7, queued 1 s before its first start). One preemption each.
+    let opts = [("thresholds", "2s"), ("knob", "1")];
+    let r = run_with("tiresias", &opts, 1, 1, &jobs(&[(0, 1, 4), (1, 1, 4)]), FREE_PREEMPTION);
+    assert_eq!(outcome(&r), vec![(6.0, 0.0, 1), (7.0, 1.0, 1)]);
 }
 
 #[test]
