@@ -126,6 +126,9 @@ pub struct FtfHistory {
     isolated_time_s: BTreeMap<JobId, f64>,
     previous_remaining: BTreeMap<JobId, f64>,
     previous_isolated_rate: BTreeMap<JobId, f64>,
+    /// The rho the last unpacked allocation settled on: the next one starts
+    /// its iteration there (successive problems differ by a few jobs).
+    rho: Option<f64>,
 }
 
 impl Allocator {
@@ -422,8 +425,15 @@ fn finish_time_fairness(
     // value t at s bounds how far s is above the optimum: scaling every
     // budget `s F_i - t_i` by at most `(s* - youngest) / (s - youngest)` must
     // leave t >= 1, so `s - s* <= (s - youngest)(t - 1) / t`.
-    let mut s = (2.0 * oldest).max(1.0);
+    // Warm start: the previous allocation's rho, when every job still has
+    // time left at it. Below the new optimum it is infeasible and the first
+    // allocation's worst rho (an upper bound) takes over; if that allocation
+    // leaves some job without progress, the cold start does.
+    let cold = (2.0 * oldest).max(1.0);
+    let mut warm = history.rho.filter(|&r| r > oldest && r < cold);
+    let mut s = warm.unwrap_or(cold);
     let mut best: Option<Vec<Vec<f64>>> = None;
+    let mut settled = None;
     for _ in 0..FTF_ITERATIONS {
         let needs = needs_at(s);
         let (x, t) = central_max_min(jobs, capacity, coef_at(&needs))?;
@@ -442,12 +452,19 @@ fn finish_time_fairness(
         let stalled = feasible && achieved >= s * (1.0 - FTF_RELATIVE_TOLERANCE);
         if feasible {
             best = Some(x);
+            settled = Some(s);
         }
-        if within || stalled || !achieved.is_finite() || achieved <= 0.0 {
+        let lost = !achieved.is_finite() || achieved <= 0.0;
+        if warm.take().is_some() && !feasible && lost {
+            s = cold;
+            continue;
+        }
+        if within || stalled || lost {
             break;
         }
         s = achieved;
     }
+    history.rho = settled;
     // Gavel falls back to the isolated allocation when no rho is feasible.
     Ok(best.unwrap_or_else(|| equal_split(jobs, capacity)))
 }
@@ -808,6 +825,45 @@ mod tests {
         let (bisected, _) = central_max_min(&jobs, &capacity, |i, t| rates[i][t] / needs[i]).unwrap();
         let (ours, reference) = (rho(&x), rho(&bisected));
         assert!((ours - reference).abs() <= 1e-6 * reference, "iteration {ours} vs bisection {reference}");
+    }
+
+    #[test]
+    fn finish_time_warm_start_reaches_the_cold_optimum() {
+        // A previous rho above and one below the new optimum (a job left or
+        // a job arrived): both land where a cold start does.
+        let mut jobs = Vec::new();
+        for i in 0..12u32 {
+            let f = i as f64;
+            let mut j = job(i, &[4.0 + f, 1.0 + 0.3 * f, 2.0 + 0.1 * f], 1 + i % 2);
+            j.steps_remaining = 2_000.0 + 900.0 * f;
+            j.secs_since_arrival = 150.0 * f;
+            jobs.push(j);
+        }
+        let capacity = [2, 3, 2];
+        let worst = |jobs: &[AllocJob], x: &[Vec<f64>]| {
+            let iso = isolated_throughputs(
+                &jobs.iter().map(|j| j.steps_per_s.clone()).collect::<Vec<_>>(),
+                jobs,
+                &capacity,
+            );
+            let finish = isolated_finish_times(jobs, &iso, &mut FtfHistory::default());
+            (0..jobs.len())
+                .map(|i| {
+                    let rate: f64 = jobs[i].steps_per_s.iter().zip(&x[i]).map(|(r, x)| r * x).sum();
+                    (jobs[i].secs_since_arrival + jobs[i].steps_remaining / rate) / finish[i]
+                })
+                .fold(0.0, f64::max)
+        };
+        for rho in [None, Some(0.5), Some(1.3), Some(3.0)] {
+            for subset in [&jobs[..], &jobs[1..], &jobs[..11]] {
+                let mut warm = FtfHistory { rho, ..FtfHistory::default() };
+                let x = finish_time_fairness(subset, &capacity, true, &mut warm).unwrap();
+                let cold = finish_time_fairness(subset, &capacity, true, &mut FtfHistory::default()).unwrap();
+                let (a, b) = (worst(subset, &x), worst(subset, &cold));
+                assert!((a - b).abs() <= 1e-6 * b, "warm {rho:?}: {a} vs cold {b}");
+                assert!(warm.rho.is_some_and(|r| (r - b).abs() <= 1e-5 * b), "{:?} vs {b}", warm.rho);
+            }
+        }
     }
 
     #[test]
