@@ -221,7 +221,8 @@ impl Tiresias {
     }
 
     fn on_end(&mut self, id: JobId) {
-        let info = self.jobs[id.index()];
+        // A job ended at submission (wider than the cluster) was never seen.
+        let Some(&info) = self.jobs.get(id.index()) else { return };
         if info.running {
             self.running.remove(&(info.key(), id));
         }
