@@ -73,17 +73,25 @@ impl KvPool {
     /// Takes `blocks` private blocks, evicting unreferenced prefix entries if needed.
     /// Returns false (and takes nothing) when even eviction cannot make room.
     pub fn try_allocate(&mut self, blocks: u64) -> bool {
+        if !self.make_room(blocks) {
+            return false;
+        }
+        self.private_blocks += blocks;
+        self.check_capacity();
+        true
+    }
+
+    /// Frees at least `blocks` blocks, evicting unreferenced prefix entries least
+    /// recently used first; false (evicting nothing) when even that cannot.
+    fn make_room(&mut self, blocks: u64) -> bool {
         if blocks > self.available_blocks() {
             return false;
         }
         while self.capacity_blocks - self.used_blocks() < blocks {
-            let Some(&(last_use, hash)) = self.evictable.iter().next() else { return false };
-            self.evictable.remove(&(last_use, hash));
+            let Some((_, hash)) = self.evictable.pop_first() else { return false };
             self.entries.remove(&hash);
             self.stats.evicted_entries += 1;
         }
-        self.private_blocks += blocks;
-        self.check_capacity();
         true
     }
 
@@ -118,11 +126,15 @@ impl KvPool {
     /// ones; an entry someone else published meanwhile is referenced and the private
     /// copy freed. At most `held_private` blocks (the request's own) are given up, so a
     /// prefix block size that is not a multiple of the KV block size cannot unbalance
-    /// the books. Returns the private blocks given up.
-    pub fn publish(&mut self, hashes: &[u64], from: usize, to: usize, held_private: u64) -> u64 {
+    /// the books: where a new entry needs more blocks than the request gives up, the
+    /// difference must be free (after evicting unreferenced entries), or publishing stops
+    /// there and the request keeps the rest private. Returns how many entries were
+    /// published (from `from` on) and the private blocks given up.
+    pub fn publish(&mut self, hashes: &[u64], from: usize, to: usize, held_private: u64) -> (usize, u64) {
         self.clock += 1;
         let mut released = 0;
-        for hash in &hashes[from..to] {
+        for (published, hash) in hashes[from..to].iter().enumerate() {
+            let give_up = self.blocks_per_entry.min(held_private - released);
             match self.entries.get_mut(hash) {
                 Some(entry) => {
                     if entry.references == 0 {
@@ -132,15 +144,17 @@ impl KvPool {
                     entry.last_use = self.clock;
                 }
                 None => {
+                    if !self.make_room(self.blocks_per_entry - give_up) {
+                        return (published, released);
+                    }
                     self.entries.insert(*hash, CacheEntry { references: 1, last_use: self.clock });
                 }
             }
-            let give_up = self.blocks_per_entry.min(held_private - released);
             released += give_up;
             self.private_blocks -= give_up;
+            self.check_capacity();
         }
-        self.check_capacity();
-        released
+        (to - from, released)
     }
 
     /// Drops one reference to each of `hashes`; unreferenced entries become evictable.
@@ -184,7 +198,7 @@ mod tests {
         // 512-token entries over 16-token blocks: 32 blocks each; capacity 100 blocks.
         let mut pool = KvPool::new(100, 16, 512);
         assert!(pool.try_allocate(64)); // request A computed 2 entries' worth
-        assert_eq!(pool.publish(&[1, 2], 0, 2, 64), 64);
+        assert_eq!(pool.publish(&[1, 2], 0, 2, 64), (2, 64));
         assert_eq!(pool.used_blocks(), 64);
         assert_eq!(pool.acquire_prefix(&[1, 2, 3]), 2); // request B reuses both
         pool.release(&[1, 2]); // A finishes
@@ -193,5 +207,24 @@ mod tests {
         assert_eq!(pool.stats.evicted_entries, 1);
         assert_eq!(pool.acquire_prefix(&[1]), 0, "entry 1 was least recently used");
         assert_eq!(pool.acquire_prefix(&[2]), 1);
+    }
+
+    #[test]
+    fn publishing_stops_where_a_new_entry_would_overfill_the_pool() {
+        // 100-token entries over 16-token blocks cost 7 blocks; a request that computed
+        // 200 tokens holds 13. Capacity 13: the first entry fits (7 for 7), the second
+        // needs 7 for the 6 left, one more than is free.
+        let mut pool = KvPool::new(13, 16, 100);
+        assert!(pool.try_allocate(13));
+        assert_eq!(pool.publish(&[1, 2], 0, 2, 13), (1, 7));
+        assert_eq!(pool.used_blocks(), 13);
+        pool.free(6);
+        pool.release(&[1]);
+        assert_eq!(pool.used_blocks(), 7, "entry 1 stays cached, unreferenced");
+        // With room, the same request would publish both (7 + 7 for 13 given up).
+        let mut roomy = KvPool::new(14, 16, 100);
+        assert!(roomy.try_allocate(13));
+        assert_eq!(roomy.publish(&[1, 2], 0, 2, 13), (2, 13));
+        assert_eq!(roomy.used_blocks(), 14);
     }
 }

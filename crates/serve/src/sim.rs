@@ -680,9 +680,10 @@ impl Run {
         let to = full_blocks.min(request.prefix_hashes.len());
         let from = seq.prefix_entries as usize;
         if to > from {
-            let released = replica.kv.publish(&request.prefix_hashes, from, to, seq.private_blocks);
+            let (published, released) =
+                replica.kv.publish(&request.prefix_hashes, from, to, seq.private_blocks);
             seq.private_blocks -= released;
-            seq.prefix_entries = to as u32;
+            seq.prefix_entries = (from + published) as u32;
         }
     }
 

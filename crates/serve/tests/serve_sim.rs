@@ -175,6 +175,40 @@ fn bundled_azure_slice_finishes_under_every_scheduler() {
     }
 }
 
+/// A case the property test below found: a prefix published at the end of a prefill
+/// (100-token prefix blocks over 16-token KV blocks) pushed the pool one block over
+/// its capacity. Kept as a fixed regression.
+#[test]
+fn publishing_a_prefix_never_overfills_the_pool() {
+    let rows: [(u32, u64, u32, u32, &[u64], u32); 6] = [
+        (0, 519_502, 78, 47, &[], 0),
+        (0, 561_417, 336, 33, &[1], 1),
+        (0, 647_682, 347, 27, &[3], 0),
+        (0, 647_683, 160, 19, &[], 1),
+        (1, 719_009, 207, 45, &[0, 4], 1),
+        (0, 719_010, 343, 58, &[], 0),
+    ];
+    let requests = rows
+        .iter()
+        .map(|&(tenant, arrival, prompt, output, hashes, call)| {
+            let mut r = request(tenant, arrival, prompt, output);
+            r.prefix_hashes = hashes.to_vec().into_boxed_slice();
+            r.call_index = call;
+            r
+        })
+        .collect();
+    let mut load = workload(requests, 3);
+    load.prefix_block_tokens = 100;
+    let largest =
+        load.requests.iter().map(|r| u64::from(r.prompt_tokens + r.output_tokens)).max().unwrap_or(1);
+    let kv_tokens = (largest.div_ceil(16) + 37) * 16;
+    let mut cfg = config(SchedulerKind::ALL[0], &load.tenants, kv_tokens, 521);
+    cfg.router = RouterKind::LeastOutstandingTokens;
+    let result = simulate(&load, &cfg).expect("runs");
+    assert!(result.seqs.iter().all(|s| s.phase == Phase::Done));
+    assert!(result.kv_stats.iter().all(|k| k.peak_used_blocks <= kv_tokens / 16));
+}
+
 fn arbitrary_workload() -> impl Strategy<Value = Workload> {
     let rows = prop::collection::vec(
         (0_u32..3, 0_u64..2_000_000, 1_u32..400, 1_u32..60, prop::collection::vec(0_u64..6, 0..3)),
