@@ -180,7 +180,9 @@ fn bundled_azure_slice_finishes_under_every_scheduler() {
 /// its capacity. Kept as a fixed regression.
 #[test]
 fn publishing_a_prefix_never_overfills_the_pool() {
-    let rows: [(u32, u64, u32, u32, &[u64], u32); 6] = [
+    // (tenant, arrival µs, prompt, output, prefix hashes, call index)
+    type Row = (u32, u64, u32, u32, &'static [u64], u32);
+    let rows: [Row; 6] = [
         (0, 519_502, 78, 47, &[], 0),
         (0, 561_417, 336, 33, &[1], 1),
         (0, 647_682, 347, 27, &[3], 0),
