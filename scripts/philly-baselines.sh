@@ -39,7 +39,7 @@ MD
 ## Reading
 
 - **The week.** With oracle durations SRTF is best (2.80 h mean JCT); LAS (2.79 h) and
-  Tiresias (2.81 h), which need no duration at all, match it; SJF (3.06 h) trails them
+  Tiresias (2.79 h), which need no duration at all, match it; SJF (3.06 h) trails them
   and strict FIFO (4.41 h) is worst. This is the ordering the Tiresias paper reports
   (2D-LAS close to SRTF without knowing durations, far better than FIFO).
 - **Why FIFO loses: order, not idle GPUs.** FIFO leaves almost no capacity idle while
@@ -50,10 +50,11 @@ MD
   to 11.1 d mean): there are few holes to fill.
 - **The whole trace** stretches the differences: FIFO's queue grows into a 12-day mean
   through October's burst of 47,000 jobs; SRTF stays best (6.5 h), LAS next (8.4 h),
-  then SJF (9.0 h). Tiresias with our defaults (queues at 1 and 10 GPU-hours, promotion after
-  waiting 8 times the job's own run time) is worse here (19.6 h mean, 23-day p99): jobs
-  past 10 GPU-hours share the last queue in arrival order behind a steady stream of
-  short newcomers, and a long job must wait 8 times its run time before promotion. These
+  then SJF (9.0 h). Tiresias with our defaults (queues at 1 and 10 GPU-hours; a demoted
+  job is promoted to the first queue once its waiting since its last promotion reaches 8
+  times its run time since then, as Tiresias's simulator does) is worse here (11.3 h mean,
+  13-day p99): jobs past 10 GPU-hours share the last queue in the order they entered it,
+  behind a steady stream of short newcomers in the queues above. These
   thresholds and knob are not the paper's tuned values (which we do not have); try
   `--set tiresias.knob=2` or other thresholds, and say so when you compare.
 - **Fairness.** Jain's index over backlogged tenants is highest for LAS in both runs
