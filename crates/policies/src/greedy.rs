@@ -4,7 +4,9 @@
 //! placement, tenant limits and verdicts.
 
 use cotenant_core::placement::{FreeMap, Placement};
-use cotenant_core::{Action, ClusterView, Decision, JobId, WaitReason};
+use cotenant_core::{Action, ClusterView, Decision, JobId, JobState, WaitReason};
+
+use crate::queue::WaitQueue;
 
 /// Most candidates one pass examines (STYLE: a limit on everything). Jobs past
 /// it get no verdict this pass and are examined on the next.
@@ -150,11 +152,26 @@ pub fn preemptive_pass<K: Ord + Copy>(
     contest(view, settled_gpus, contested, waiting, smallest_waiting, placement)
 }
 
+/// The preemptive pass of a policy that ranks every job by one key: the running
+/// jobs keyed afresh by `key` into `running` (the policy's buffer, kept to reuse
+/// its allocation), the waiting ones from `queue`.
+pub fn pass_by_key<K: Ord + Copy>(
+    view: &ClusterView<'_>,
+    running: &mut Vec<(K, JobId)>,
+    key: impl Fn(&JobState) -> K,
+    queue: &WaitQueue<K>,
+    placement: Placement,
+) -> Decision {
+    running.clear();
+    running.extend(view.running_jobs().map(|job| (key(job), job.id())));
+    preemptive_pass(view, running, queue.iter(), queue.smallest_request(), placement)
+}
+
 /// The preemptive pass once the running jobs that rank ahead of every waiting
 /// job are set aside: they hold `settled_gpus` GPUs and all stay (the caller
 /// has checked [`settled_is_safe`] or passes 0 and every running job);
 /// `contested` holds the other running jobs in key order.
-pub(crate) fn contest<K: Ord + Copy>(
+fn contest<K: Ord + Copy>(
     view: &ClusterView<'_>,
     settled_gpus: u32,
     contested: &[(K, JobId)],
@@ -274,7 +291,7 @@ fn settled_prefix<K: Ord + Copy>(
 /// all, which must fit the GPUs that are up, none holds zero (a pass stops at
 /// zero capacity), and no tenant with a limit holds more than it (the engine
 /// admits no start over a limit; checked rather than assumed).
-pub(crate) fn settled_is_safe(view: &ClusterView<'_>, running_gpus: u64, zero_gpu_jobs: bool) -> bool {
+fn settled_is_safe(view: &ClusterView<'_>, running_gpus: u64, zero_gpu_jobs: bool) -> bool {
     !zero_gpu_jobs
         && running_gpus <= u64::from(view.cluster.up_gpus())
         && !view

@@ -3,7 +3,6 @@
 //! clock or mutates the cluster. Shared passes live in `greedy`, ordered
 //! waiting queues in `queue`, and the name → builder table in `registry`.
 
-pub mod attained_order;
 pub mod drf;
 pub mod fairshare;
 pub mod fifo;

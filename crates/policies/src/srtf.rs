@@ -3,7 +3,7 @@
 use cotenant_core::placement::Placement;
 use cotenant_core::{ClusterView, Decision, JobId, JobState, Policy, PolicyCx, Time};
 
-use crate::greedy::preemptive_pass;
+use crate::greedy::pass_by_key;
 use crate::queue::WaitQueue;
 
 /// All active jobs ranked by remaining run time (estimate x fraction of work
@@ -36,14 +36,6 @@ impl Policy for Srtf {
     fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
         let now = view.now;
         self.queue.sync(view, |job| remaining_us(job, now));
-        self.running.clear();
-        self.running.extend(view.running_jobs().map(|job| (remaining_us(job, now), job.id())));
-        preemptive_pass(
-            view,
-            &mut self.running,
-            self.queue.iter(),
-            self.queue.smallest_request(),
-            self.placement,
-        )
+        pass_by_key(view, &mut self.running, |job| remaining_us(job, now), &self.queue, self.placement)
     }
 }
