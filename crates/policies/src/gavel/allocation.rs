@@ -10,8 +10,9 @@
 //!   `rho_i = (t_i + R_i / (T[i] . X[i])) / (c_i + R_i / iso[i])` (`t_i` time since
 //!   arrival, `R_i` steps left, `iso[i]` the throughput of a 1/m share of every
 //!   type (Gavel's `IsolatedPolicy`), `c_i` the isolated time the steps done so
-//!   far would have taken, accumulated across calls); solved by bisection on
-//!   rho, each step a max-min. The agnostic variant uses the fastest type's
+//!   far would have taken, accumulated across calls); solved by Dinkelbach's
+//!   iteration on rho (each step a max-min, started from the previous
+//!   allocation's rho; the packed variant bisects). The agnostic variant uses the fastest type's
 //!   throughput on every type (Gavel hard-codes `v100`).
 //! - min total duration: the smallest T (by Gavel's own 5% bisection between
 //!   100 s and 10^6 s) at which every job can finish, `T[i] . X[i] >= R_i / T`;
@@ -792,31 +793,44 @@ mod tests {
         assert!(rho.iter().all(|r| (r - worst).abs() < 1e-4), "min-max equalizes rho: {rho:?}");
     }
 
+    /// Twelve jobs of different ages, lengths and speeds on three types.
+    fn aged_jobs() -> Vec<AllocJob> {
+        (0..12u32)
+            .map(|i| {
+                let f = i as f64;
+                let mut j = job(i, &[4.0 + f, 1.0 + 0.3 * f, 2.0 + 0.1 * f], 1 + i % 2);
+                j.steps_remaining = 2_000.0 + 900.0 * f;
+                j.secs_since_arrival = 150.0 * f;
+                j
+            })
+            .collect()
+    }
+
+    const AGED_CAPACITY: [u32; 3] = [2, 3, 2];
+
+    /// The largest rho (finish time over isolated finish time) under `x`.
+    fn worst_rho(jobs: &[AllocJob], capacity: &[u32], x: &[Vec<f64>]) -> f64 {
+        let rates: Vec<Vec<f64>> = jobs.iter().map(|j| j.steps_per_s.clone()).collect();
+        let iso = isolated_throughputs(&rates, jobs, capacity);
+        let finish = isolated_finish_times(jobs, &iso, &mut FtfHistory::default());
+        (0..jobs.len())
+            .map(|i| {
+                let rate: f64 = rates[i].iter().zip(&x[i]).map(|(r, x)| r * x).sum();
+                (jobs[i].secs_since_arrival + jobs[i].steps_remaining / rate) / finish[i]
+            })
+            .fold(0.0, f64::max)
+    }
+
     #[test]
     fn finish_time_iteration_finds_the_bisection_optimum() {
         // Jobs of different ages and lengths: the iteration on rho must land
         // where a plain bisection with feasibility checks does.
-        let mut jobs = Vec::new();
-        for i in 0..12u32 {
-            let f = i as f64;
-            let mut j = job(i, &[4.0 + f, 1.0 + 0.3 * f, 2.0 + 0.1 * f], 1 + i % 2);
-            j.steps_remaining = 2_000.0 + 900.0 * f;
-            j.secs_since_arrival = 150.0 * f;
-            jobs.push(j);
-        }
-        let capacity = [2, 3, 2];
+        let (jobs, capacity) = (aged_jobs(), AGED_CAPACITY);
         let x = finish_time_fairness(&jobs, &capacity, true, &mut FtfHistory::default()).unwrap();
         let rates: Vec<Vec<f64>> = jobs.iter().map(|j| j.steps_per_s.clone()).collect();
         let iso = isolated_throughputs(&rates, &jobs, &capacity);
         let finish = isolated_finish_times(&jobs, &iso, &mut FtfHistory::default());
-        let rho = |x: &[Vec<f64>]| {
-            (0..jobs.len())
-                .map(|i| {
-                    let rate: f64 = rates[i].iter().zip(&x[i]).map(|(r, x)| r * x).sum();
-                    (jobs[i].secs_since_arrival + jobs[i].steps_remaining / rate) / finish[i]
-                })
-                .fold(0.0, f64::max)
-        };
+        let rho = |x: &[Vec<f64>]| worst_rho(&jobs, &capacity, x);
         let mut reaches = |needs: &[f64]| {
             let coef = |i: usize, t: usize| rates[i][t] / needs[i];
             Ok(central_max_min(&jobs, &capacity, coef)?.1 >= 1.0)
@@ -831,29 +845,8 @@ mod tests {
     fn finish_time_warm_start_reaches_the_cold_optimum() {
         // A previous rho above and one below the new optimum (a job left or
         // a job arrived): both land where a cold start does.
-        let mut jobs = Vec::new();
-        for i in 0..12u32 {
-            let f = i as f64;
-            let mut j = job(i, &[4.0 + f, 1.0 + 0.3 * f, 2.0 + 0.1 * f], 1 + i % 2);
-            j.steps_remaining = 2_000.0 + 900.0 * f;
-            j.secs_since_arrival = 150.0 * f;
-            jobs.push(j);
-        }
-        let capacity = [2, 3, 2];
-        let worst = |jobs: &[AllocJob], x: &[Vec<f64>]| {
-            let iso = isolated_throughputs(
-                &jobs.iter().map(|j| j.steps_per_s.clone()).collect::<Vec<_>>(),
-                jobs,
-                &capacity,
-            );
-            let finish = isolated_finish_times(jobs, &iso, &mut FtfHistory::default());
-            (0..jobs.len())
-                .map(|i| {
-                    let rate: f64 = jobs[i].steps_per_s.iter().zip(&x[i]).map(|(r, x)| r * x).sum();
-                    (jobs[i].secs_since_arrival + jobs[i].steps_remaining / rate) / finish[i]
-                })
-                .fold(0.0, f64::max)
-        };
+        let (jobs, capacity) = (aged_jobs(), AGED_CAPACITY);
+        let worst = |jobs: &[AllocJob], x: &[Vec<f64>]| worst_rho(jobs, &capacity, x);
         for rho in [None, Some(0.5), Some(1.3), Some(3.0)] {
             for subset in [&jobs[..], &jobs[1..], &jobs[..11]] {
                 let mut warm = FtfHistory { rho, ..FtfHistory::default() };

@@ -408,25 +408,18 @@ impl State {
         for k in 0..m * n {
             work.h[k] = -coef[k] * wf[k / n];
         }
-        work.kkt.solve(p, &work.h, &mut work.b);
+        // The capacity coupling `u^T S^{-1} u` of the t column comes with its solve.
+        let coupling = work.kkt.solve(p, &work.h, &mut work.b);
         // The Schur complement of t, `H_tt - H_xt^T H_xx^{-1} H_xt`, summed
         // from nonnegative terms (subtracting the two sides directly loses
         // every digit once the floor weights are large): per job
         // `w_f / (1 + w_f gamma)` with `gamma = coef^T K^{-1} coef`, K the
         // job's block without its floor term (Sherman-Morrison, with the
         // Lagrange identity for the difference of products), plus the
-        // capacity coupling `u^T S^{-1} u`.
+        // capacity coupling.
         let wx = &work.w[..m * n];
         let wrow = &work.w[m * n + n..m * n + n + m];
         let mut denom = 0.0;
-        let mut u = [0.0; SMALL_TYPES];
-        let mut big = Vec::new();
-        let u: &mut [f64] = if n <= SMALL_TYPES {
-            &mut u[..n]
-        } else {
-            big.resize(n, 0.0);
-            &mut big
-        };
         for i in 0..m {
             let c = &coef[i * n..(i + 1) * n];
             let d = &wx[i * n..(i + 1) * n];
@@ -442,14 +435,8 @@ impl State {
             }
             let gamma = (scc + wrow[i] * lagrange) / (1.0 + wrow[i] * s1);
             denom += wf[i] / (1.0 + wf[i] * gamma);
-            let inv = &work.kkt.block_inv[i * n * n..(i + 1) * n * n];
-            for a in 0..n {
-                let v: f64 = (0..n).map(|b| inv[a * n + b] * work.h[i * n + b]).sum();
-                u[a] += p.scale[i] * v;
-            }
         }
-        forward_substitute(&work.kkt.schur, n, u);
-        denom + dot(u, u)
+        denom + coupling
     }
 
     /// Mehrotra's predictor-corrector from the current (strictly feasible)
@@ -736,8 +723,10 @@ impl Kkt {
         cholesky(&mut self.schur, n);
     }
 
-    /// Solves H_xx out = rhs.
-    fn solve(&self, p: &Problem<'_>, rhs: &[f64], out: &mut [f64]) {
+    /// Solves H_xx out = rhs. Returns the right-hand side's capacity coupling
+    /// `|L^{-1} u|^2`, with `u = sum_i scale_i K_i^{-1} rhs_i` and L the factor
+    /// of the Schur complement (what the max-min t column needs).
+    fn solve(&self, p: &Problem<'_>, rhs: &[f64], out: &mut [f64]) -> f64 {
         let (m, n) = (self.m, self.n);
         let mut u = [0.0; SMALL_TYPES];
         let mut big = Vec::new();
@@ -755,7 +744,9 @@ impl Kkt {
                 u[a] += p.scale[i] * v;
             }
         }
-        cholesky_solve(&self.schur, n, u);
+        forward_substitute(&self.schur, n, u);
+        let coupling = dot(u, u);
+        back_substitute(&self.schur, n, u);
         for i in 0..m {
             let inv = &self.block_inv[i * n * n..(i + 1) * n * n];
             for a in 0..n {
@@ -763,6 +754,7 @@ impl Kkt {
                 out[i * n + a] -= p.scale[i] * v;
             }
         }
+        coupling
     }
 }
 
@@ -798,6 +790,11 @@ fn forward_substitute(l: &[f64], n: usize, b: &mut [f64]) {
 
 fn cholesky_solve(l: &[f64], n: usize, b: &mut [f64]) {
     forward_substitute(l, n, b);
+    back_substitute(l, n, b);
+}
+
+/// `b = L^{-T} b` for the lower-triangular Cholesky factor `l`.
+fn back_substitute(l: &[f64], n: usize, b: &mut [f64]) {
     for i in (0..n).rev() {
         let mut v = b[i];
         for k in i + 1..n {
