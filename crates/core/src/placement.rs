@@ -383,8 +383,8 @@ mod tests {
     }
 
     /// The placement rules as they were before the index: scan every node, sort
-    /// by (free descending, id), best fit or fill from the emptiest. The index
-    /// must choose exactly these GPUs.
+    /// by (free descending, id), then the same plan rules (`consolidate`, `spread`,
+    /// unchanged by the index). The index must choose exactly these GPUs.
     fn brute_force_place(
         c: &Cluster,
         masks: &mut [u64],
@@ -406,26 +406,7 @@ mod tests {
         }
         nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let plan = match how {
-            Placement::Consolidated | Placement::StrictConsolidated => {
-                let mut plan = Vec::new();
-                let mut left = needed;
-                let mut rest = &nodes[..];
-                while left > 0 {
-                    let best_fit = rest
-                        .iter()
-                        .filter(|(free, _)| *free >= left)
-                        .min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
-                    if let Some(&(_, node)) = best_fit {
-                        plan.push((node, left));
-                        break;
-                    }
-                    let (free, node) = rest[0];
-                    plan.push((node, free));
-                    left -= free;
-                    rest = &rest[1..];
-                }
-                plan
-            }
+            Placement::Consolidated | Placement::StrictConsolidated => consolidate(&nodes, needed),
             Placement::Spread => spread(&nodes, needed),
         };
         let per_node = c.spec().nodes.iter().map(|n| n.gpus).max().unwrap_or(0).max(1);
