@@ -23,7 +23,7 @@ SMALL=$(run small_test)
 
 # Gavel's own runs at 3,000 jobs (8 V100 + 8 P100 + 8 K80), in the shared trace
 # collection (COTENANT_TRACES or ../shared/traces); skipped with a reason without it.
-REF=${COTENANT_TRACES:-../shared/traces}/gavel-reference
+REF=$TRACES/gavel-reference
 REF_CSV=""
 if [[ -f $REF/synth3000_lam600.trace ]]; then
   REF_CSV=$(mktemp)

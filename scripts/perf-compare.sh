@@ -33,7 +33,7 @@ done
 "$OLD" bench --decision-latency --policy fifo,sjf,srtf,tiresias > "$RAW/latency-old.md" 2> /dev/null
 "$NEW" bench --decision-latency --policy fifo,sjf,srtf,tiresias > "$RAW/latency-new.md" 2> /dev/null
 # 3. Gavel's 3,000-job reference trace: wall time per policy.
-GAVEL=../shared/traces/gavel-reference/synth3000_lam600.trace
+GAVEL=$TRACES/gavel-reference/synth3000_lam600.trace
 if [[ -f $GAVEL ]]; then
   for policy in gavel-fifo max-min-fairness-perf finish-time-fairness-perf; do
     for side in old new; do

@@ -4,21 +4,12 @@
 # queue limits low enough that jobs are demoted and promoted, on 2x4 and 4x4 GPUs. The model
 # is first checked against the per-job logs of Tiresias's simulator on its default limits.
 # Usage: scripts/tiresias-demotion.sh (COTENANT_TRACES=DIR for another traces folder;
-# COTENANT_BIN=PATH to use a given cotenant binary instead of building one).
+# COTENANT_BIN=PATH to use a given cotenant binary instead of building one, see common.sh).
 set -Eeuo pipefail
 # Shared prelude: error trap, repository root, TARGET_DIR, BIN, build_cotenant.
 source "$(dirname "$0")/common.sh"
-TRACES=${COTENANT_TRACES:-../shared/traces}
-if [[ ! -f $TRACES/tiresias/60_job.csv || ! -d $TRACES/tiresias-reference ]]; then
-  echo "error: needs $TRACES/tiresias/60_job.csv and $TRACES/tiresias-reference (set COTENANT_TRACES)" >&2
-  exit 1
-fi
-if [[ -n ${COTENANT_BIN:-} ]]; then
-  BIN=$COTENANT_BIN
-  [[ -x $BIN ]] || { echo "error: COTENANT_BIN=$BIN is not an executable" >&2; exit 1; }
-else
-  build_cotenant
-fi
+need_traces tiresias/60_job.csv tiresias-reference
+build_cotenant
 TRACE=$TRACES/tiresias/60_job.csv
 MODEL=scripts/tiresias_model.py
 OUT=docs/experiments/tiresias-demotion.md

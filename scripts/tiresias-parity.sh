@@ -7,11 +7,7 @@
 set -Eeuo pipefail
 # Shared prelude: error trap, repository root, TARGET_DIR, BIN, build_cotenant.
 source "$(dirname "$0")/common.sh"
-TRACES=${COTENANT_TRACES:-../shared/traces}
-if [[ ! -f $TRACES/tiresias/60_job.csv || ! -d $TRACES/tiresias-reference ]]; then
-  echo "error: needs $TRACES/tiresias/60_job.csv and $TRACES/tiresias-reference (set COTENANT_TRACES)" >&2
-  exit 1
-fi
+need_traces tiresias/60_job.csv tiresias-reference
 build_cotenant
 OUT=docs/experiments/tiresias-parity.md
 RUNS=$(mktemp -d)
