@@ -197,7 +197,7 @@ static POLICIES: [PolicyInfo; 21] = [
                 "tiresias" => DemotionTimer::Tiresias,
                 _ => DemotionTimer::Exact,
             };
-            Ok(Box::new(Tiresias::with_timer(p.placement, thresholds, knob, timer)))
+            Ok(Box::new(Tiresias::new(p.placement, thresholds, knob, timer)))
         },
     },
     PolicyInfo {

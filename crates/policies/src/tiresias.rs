@@ -102,11 +102,7 @@ pub struct Tiresias {
 }
 
 impl Tiresias {
-    pub fn new(placement: Placement, thresholds_gpu_secs: Vec<u64>, starvation_knob: u32) -> Tiresias {
-        Tiresias::with_timer(placement, thresholds_gpu_secs, starvation_knob, DemotionTimer::Exact)
-    }
-
-    pub fn with_timer(
+    pub fn new(
         placement: Placement,
         thresholds_gpu_secs: Vec<u64>,
         starvation_knob: u32,
