@@ -64,6 +64,11 @@ pub struct Workload {
     /// Transformations that kept rows but changed or modelled something
     /// (slicing, modelled run times, fractional GPUs rounded up, ...), one line each.
     pub notes: Vec<String>,
+    /// The wall-clock instant of time 0 (microseconds since 1970-01-01 in the trace's
+    /// own zone) for traces with wall-clock timestamps (Philly); `None` for traces whose
+    /// times are relative to their start. `cotenant analyze` reads it for arrivals by
+    /// hour of day and day of week.
+    pub wall_clock_origin_us: Option<i64>,
 }
 
 impl Workload {
@@ -225,5 +230,6 @@ fn workspace_root() -> PathBuf {
 }
 
 pub mod accounts;
+pub mod analyze;
 pub mod gavel_throughputs;
 pub mod requests;

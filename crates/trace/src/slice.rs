@@ -311,7 +311,9 @@ pub(crate) fn assemble(
     if clock == Clock::WallClock {
         report.notes.push(format!("time 0 is {}", format_wall_clock(epoch_us)));
     }
-    Ok(number_jobs(source, raw, epoch_us, report))
+    let mut workload = number_jobs(source, raw, epoch_us, report);
+    workload.wall_clock_origin_us = (clock == Clock::WallClock).then_some(epoch_us);
+    Ok(workload)
 }
 
 /// The jobs that `keys` (sorted (arrival, file position) pairs) name, in that order.
@@ -371,5 +373,6 @@ fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadRepo
         lines,
         skipped: report.skipped.into_iter().map(|(reason, rows)| SkipCount { reason, rows }).collect(),
         notes: report.notes,
+        wall_clock_origin_us: None,
     }
 }
