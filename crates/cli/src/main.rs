@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod analyze_cmd;
 mod bench_cmd;
 mod progress;
 mod serve_cmd;
@@ -43,6 +44,10 @@ enum Command {
         #[command(subcommand)]
         what: PlanCommand,
     },
+    /// Characterize a job trace (default: the Philly week) or request traces (--requests): jobs
+    /// and GPU-time by size, durations, arrivals by hour and weekday, tenants, demand over time,
+    /// token distributions and request rate. Text, --json or --html.
+    Analyze(Box<analyze_cmd::AnalyzeArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -62,6 +67,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench_cmd::run(args),
         Command::ServeSim(args) => serve_cmd::run_serve_sim(*args),
         Command::Plan { what: PlanCommand::Serve(args) } => serve_cmd::run_plan_serve(*args),
+        Command::Analyze(args) => analyze_cmd::run(*args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

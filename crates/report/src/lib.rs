@@ -4,6 +4,7 @@
 //!
 //! Output is deterministic: the same results give byte-identical text.
 
+pub mod analysis;
 pub mod jobs_csv;
 pub mod json;
 pub mod table;

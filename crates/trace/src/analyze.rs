@@ -135,7 +135,7 @@ impl Distribution {
         let rank = |permille: u64| nearest_rank(sorted, permille);
         Distribution {
             count: sorted.len() as u64,
-            mean: sorted.iter().sum::<f64>() / sorted.len() as f64,
+            mean: total(sorted.iter().copied()) / sorted.len() as f64,
             min: sorted[0],
             p10: rank(100),
             p25: rank(250),
@@ -316,7 +316,7 @@ pub fn analyze_jobs(workload: &Workload, options: JobOptions) -> Result<JobAnaly
     if jobs.is_empty() {
         return Err(AnalyzeError::Empty { source_name: workload.source.clone() });
     }
-    let gpu_time: f64 = jobs.iter().map(|j| f64::from(j.gpus) * j.work).sum();
+    let gpu_time = total(jobs.iter().map(|j| f64::from(j.gpus) * j.work));
     let first_us = jobs.iter().map(|j| j.arrival.0).min().unwrap_or(0);
     let last_us = jobs.iter().map(|j| j.arrival.0).max().unwrap_or(0);
     let arrival_span_s = (last_us - first_us) as f64 / US_PER_SEC;
@@ -351,7 +351,7 @@ pub fn status_mix(workload: &Workload, statuses: &[String]) -> Result<Vec<Status
     if statuses.len() != workload.jobs.len() {
         return Err(AnalyzeError::StatusCount { given: statuses.len(), jobs: workload.jobs.len() });
     }
-    let total_gpu_time: f64 = workload.jobs.iter().map(|j| f64::from(j.gpus) * j.work).sum();
+    let total_gpu_time = total(workload.jobs.iter().map(|j| f64::from(j.gpus) * j.work));
     let mut rows: Vec<StatusRow> = Vec::new();
     for (job, status) in workload.jobs.iter().zip(statuses) {
         let index = match rows.iter().position(|r| r.status == *status) {
@@ -377,6 +377,12 @@ pub fn status_mix(workload: &Workload, statuses: &[String]) -> Result<Vec<Status
     }
     rows.sort_by(|a, b| b.jobs.cmp(&a.jobs).then_with(|| a.status.cmp(&b.status)));
     Ok(rows)
+}
+
+/// The sum of `values`, starting from +0.0 (`Iterator::sum` starts from -0.0, so an
+/// empty class would print as `-0`).
+fn total(values: impl Iterator<Item = f64>) -> f64 {
+    values.fold(0.0, |sum, v| sum + v)
 }
 
 fn share(part: f64, whole: f64) -> f64 {
@@ -428,7 +434,7 @@ fn pow2_classes(workload: &Workload) -> Vec<SizeClass> {
 
 fn size_rows(workload: &Workload, classes: &[SizeClass]) -> Vec<SizeRow> {
     let total_jobs = workload.jobs.len() as f64;
-    let total_gpu_time: f64 = workload.jobs.iter().map(|j| f64::from(j.gpus) * j.work).sum();
+    let total_gpu_time = total(workload.jobs.iter().map(|j| f64::from(j.gpus) * j.work));
     classes
         .iter()
         .map(|(label, min, max)| {
@@ -436,8 +442,8 @@ fn size_rows(workload: &Workload, classes: &[SizeClass]) -> Vec<SizeRow> {
             let mut durations: Vec<f64> =
                 workload.jobs.iter().filter(|j| inside(j.gpus)).map(|j| j.work).collect();
             durations.sort_by(f64::total_cmp);
-            let gpu_time: f64 =
-                workload.jobs.iter().filter(|j| inside(j.gpus)).map(|j| f64::from(j.gpus) * j.work).sum();
+            let gpu_time =
+                total(workload.jobs.iter().filter(|j| inside(j.gpus)).map(|j| f64::from(j.gpus) * j.work));
             SizeRow {
                 label: label.clone(),
                 min_gpus: *min,
@@ -524,7 +530,7 @@ fn wall_clock_arrivals(workload: &Workload, origin_us: i64) -> WallClockArrivals
 
 fn tenant_rows(workload: &Workload) -> Vec<TenantRow> {
     let total_jobs = workload.jobs.len() as f64;
-    let total_gpu_time: f64 = workload.jobs.iter().map(|j| f64::from(j.gpus) * j.work).sum();
+    let total_gpu_time = total(workload.jobs.iter().map(|j| f64::from(j.gpus) * j.work));
     let mut per_tenant: Vec<(Vec<f64>, Vec<f64>, f64)> =
         vec![(Vec::new(), Vec::new(), 0.0); workload.tenants.len()];
     for job in &workload.jobs {
@@ -822,6 +828,8 @@ mod tests {
         assert_eq!(a.by_size[3].gpu_time_share, 0.96);
         let pow2: Vec<(&str, u64)> = a.by_size_pow2.iter().map(|r| (r.label.as_str(), r.jobs)).collect();
         assert_eq!(pow2, [("1", 2), ("2", 0), ("3-4", 1), ("5-8", 1), ("9-16", 1)]);
+        // An empty class has +0 GPU-time (not -0, which would print as `-0`).
+        assert!(a.by_size_pow2[1].gpu_time.is_sign_positive());
         // GPUs 1,1,4,8,16: mean 6, nearest-rank median (rank 3) 4.
         assert_eq!((a.gpus.mean, a.gpus.p50, a.gpus.max), (6.0, 4.0, 16.0));
     }
