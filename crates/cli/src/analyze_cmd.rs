@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use cotenant_core::Span;
 use cotenant_report::analysis::{
-    job_analysis_html, job_analysis_json, job_analysis_text, request_analysis_html, request_analysis_json,
-    request_analysis_text,
+    job_analysis_figures, job_analysis_html, job_analysis_json, job_analysis_text, request_analysis_figures,
+    request_analysis_html, request_analysis_json, request_analysis_text,
 };
+use cotenant_report::Figure;
 use cotenant_trace::analyze::{analyze_jobs, analyze_requests, JobOptions, WorkUnit};
 use cotenant_trace::requests::{read_azure_csv, read_mooncake_jsonl, RequestTrace};
 use cotenant_trace::{
@@ -60,6 +61,9 @@ pub struct AnalyzeArgs {
     /// Also write a self-contained HTML report (figures and tables) to this file.
     #[arg(long, value_name = "PATH")]
     pub html: Option<PathBuf>,
+    /// Also write every figure as SVG and PNG (for papers) into this folder (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub figures: Option<PathBuf>,
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<()> {
@@ -76,7 +80,10 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     let analysis = analyze_jobs(&workload, JobOptions { work_unit, window_us })
         .with_context(|| format!("analyzing {}", workload.source))?;
     if let Some(path) = &args.html {
-        write_file(path, &job_analysis_html(&analysis).map_err(|e| anyhow!("--html: {e}"))?)?;
+        write_file(path, &job_analysis_html(&analysis).context("--html")?)?;
+    }
+    if let Some(dir) = &args.figures {
+        write_figures(dir, &job_analysis_figures(&analysis))?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&job_analysis_json(&analysis))?);
@@ -99,12 +106,23 @@ fn run_requests(args: &AnalyzeArgs, window_us: Option<u64>) -> Result<()> {
         }
     }
     if let Some(path) = &args.html {
-        write_file(path, &request_analysis_html(&analyses).map_err(|e| anyhow!("--html: {e}"))?)?;
+        write_file(path, &request_analysis_html(&analyses).context("--html")?)?;
+    }
+    if let Some(dir) = &args.figures {
+        write_figures(dir, &request_analysis_figures(&analyses))?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&request_analysis_json(&analyses))?);
     } else {
         print!("{}", request_analysis_text(&analyses));
+    }
+    Ok(())
+}
+
+fn write_figures(dir: &Path, figures: &[(String, Figure, String)]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("--figures: creating {}", dir.display()))?;
+    for (name, figure, _) in figures {
+        figure.write_files(dir, name).context("--figures")?;
     }
     Ok(())
 }

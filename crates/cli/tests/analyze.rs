@@ -112,6 +112,44 @@ GPUs  jobs  jobs %  GPU-hours  GPU-time %  median duration
 }
 
 #[test]
+fn html_and_figure_files() {
+    let trace = five_job_trace();
+    let dir = temp_dir("analyze-html");
+    let html = dir.join("five.html");
+    let figures = dir.join("figures");
+    let out = cotenant(&[
+        "analyze",
+        "--trace",
+        &trace,
+        "--html",
+        html.to_str().unwrap(),
+        "--figures",
+        figures.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert_eq!(page.matches("<svg").count(), 6);
+    assert!(page.contains("time since time 0 (h)"), "demand axis in hours for a 26 h series");
+    for name in ["sizes", "duration-cdf", "arrivals-by-hour", "arrivals-by-weekday", "tenants", "demand"] {
+        let svg = std::fs::read_to_string(figures.join(format!("{name}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg"), "{name}.svg");
+        assert!(std::fs::metadata(figures.join(format!("{name}.png"))).unwrap().len() > 1000, "{name}.png");
+    }
+    let sizes = std::fs::read_to_string(figures.join("sizes.svg")).unwrap();
+    for text in ["Jobs and GPU-time by job size", "GPUs per job (GPUs)", "2-4", "&gt;8", "GPU-time"] {
+        assert!(sizes.contains(text), "{text} missing from sizes.svg");
+    }
+
+    let requests = dir.join("requests.html");
+    let out = cotenant(&["analyze", "--requests", "azure-code", "--html", requests.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&requests).unwrap();
+    assert_eq!(page.matches("<svg").count(), 2);
+    assert!(page.contains("request rate (requests/s)") && page.contains("tokens per request (tokens)"));
+}
+
+#[test]
 fn relative_traces_say_they_have_no_wall_clock() {
     let dir = temp_dir("analyze-itp");
     let path = write(&dir, "cluster.csv", "job_id,submission_time,duration,num_gpu\na,0,60,1\nb,30,120,2\n");

@@ -8,6 +8,8 @@ use cotenant_trace::analyze::{
     DemandAnalysis, Distribution, JobAnalysis, RateSample, RequestAnalysis, SizeRow, TokenAnalysis, WorkUnit,
 };
 
+use crate::figure::{Axis, Figure, FigureError, LegendPosition, Series};
+use crate::html::HtmlReport;
 use crate::table::{human_duration, Table};
 
 /// The `kind` of a job-trace analysis JSON document.
@@ -465,19 +467,386 @@ fn rate_text(window_s: f64, rate: &[RateSample]) -> String {
     out
 }
 
-/// The HTML report of a job-trace analysis (placeholder until the figure API lands).
-pub fn job_analysis_html(a: &JobAnalysis) -> Result<String, String> {
-    Ok(format!("<pre>{}</pre>", job_analysis_text(a)))
+/// Axis unit and divisor for a time series spanning `span_s` seconds: seconds,
+/// minutes, hours or days, whichever keeps the numbers readable.
+fn time_unit(span_s: f64) -> (&'static str, f64) {
+    if span_s <= 600.0 {
+        ("s", 1.0)
+    } else if span_s <= 3.0 * 3600.0 {
+        ("min", 60.0)
+    } else if span_s <= 3.0 * 86_400.0 {
+        ("h", 3600.0)
+    } else {
+        ("days", 86_400.0)
+    }
 }
 
-/// The HTML report of request-trace analyses (placeholder until the figure API lands).
-pub fn request_analysis_html(a: &[RequestAnalysis]) -> Result<String, String> {
-    Ok(format!("<pre>{}</pre>", request_analysis_text(a)))
+/// Tenants drawn by name in the per-tenant figure; the rest are summed as `others`.
+pub const MAX_FIGURE_TENANTS: usize = 20;
+
+/// The figures of a job-trace analysis, in report order: `(file name, figure, caption)`.
+/// Every axis names its quantity and unit.
+pub fn job_analysis_figures(a: &JobAnalysis) -> Vec<(String, Figure, String)> {
+    let mut figures = Vec::new();
+    let unit = a.work_unit;
+    let work_axis_unit = match unit {
+        WorkUnit::Seconds => "s",
+        WorkUnit::Steps => "steps",
+    };
+
+    let mut sizes = Figure::new(
+        "Jobs and GPU-time by job size",
+        Axis::linear("GPUs per job", "GPUs"),
+        Axis::linear("share", "% of all jobs or GPU-time"),
+    )
+    .with_categories(a.by_size.iter().map(|r| r.label.clone()).collect());
+    sizes.push(Series::bars("jobs", indexed(a.by_size.iter().map(|r| r.job_share * 100.0))));
+    sizes.push(Series::bars("GPU-time", indexed(a.by_size.iter().map(|r| r.gpu_time_share * 100.0))));
+    figures.push((
+        "sizes".to_string(),
+        sizes,
+        "Share of jobs and of GPU-time (GPUs x duration) in each job-size class.".to_string(),
+    ));
+
+    let mut cdf = Figure::new(
+        "Duration CDF",
+        Axis::log(if unit == WorkUnit::Seconds { "duration" } else { "work" }, work_axis_unit),
+        Axis::linear("fraction of jobs", "0-1").with_range(0.0, 1.0),
+    )
+    .with_legend(LegendPosition::LowerRight);
+    // From 1%: at x = curve[i], at least i% of jobs have a duration <= x; the 0% point
+    // (the minimum) would draw a fraction of 0 where the shortest jobs already count.
+    let curve: Vec<(f64, f64)> =
+        a.duration.curve.iter().enumerate().skip(1).map(|(i, &d)| (d, i as f64 / 100.0)).collect();
+    cdf.push(Series::step("jobs", curve));
+    figures.push((
+        "duration-cdf".to_string(),
+        cdf,
+        format!(
+            "Fraction of jobs whose {} is at most x (nearest-rank quantiles at every percent, 1% to 100%).",
+            duration_meaning(unit)
+        ),
+    ));
+
+    if let Some(w) = &a.wall_clock {
+        let mut hours = Figure::new(
+            "Arrivals by hour of day",
+            Axis::linear("hour of day", "trace clock"),
+            Axis::linear("arrivals", "% of jobs"),
+        )
+        .with_categories(w.by_hour.iter().map(|b| b.label.clone()).collect());
+        hours.push(Series::bars("jobs", indexed(w.by_hour.iter().map(|b| b.job_share * 100.0))));
+        figures.push((
+            "arrivals-by-hour".to_string(),
+            hours,
+            format!(
+                "Share of jobs submitted in each hour of the day, {} to {}.",
+                w.first_arrival, w.last_arrival
+            ),
+        ));
+        let mut days = Figure::new(
+            "Arrivals by day of week",
+            Axis::linear("day of week", ""),
+            Axis::linear("arrivals per day", "jobs/day"),
+        )
+        .with_categories(w.by_weekday.iter().map(|b| b.label.clone()).collect());
+        let per_day = w.by_weekday.iter().zip(&w.weekday_occurrences).map(|(b, &n)| {
+            if n == 0 {
+                0.0
+            } else {
+                b.jobs as f64 / n as f64
+            }
+        });
+        days.push(Series::bars("jobs", indexed(per_day)));
+        figures.push((
+            "arrivals-by-weekday".to_string(),
+            days,
+            "Jobs submitted per occurrence of each weekday between the first and the last arrival."
+                .to_string(),
+        ));
+    }
+
+    let (names, jobs, gpu_time) = tenant_bars(a);
+    let mut tenants = Figure::new(
+        "Tenants",
+        Axis::linear("tenant", ""),
+        Axis::linear("share", "% of all jobs or GPU-time"),
+    )
+    .with_categories(names);
+    tenants.push(Series::bars("jobs", indexed(jobs.into_iter())));
+    tenants.push(Series::bars("GPU-time", indexed(gpu_time.into_iter())));
+    figures.push((
+        "tenants".to_string(),
+        tenants,
+        format!(
+            "Each tenant's share of jobs and of GPU-time, largest GPU-time first (at most {MAX_FIGURE_TENANTS} \
+             by name; the rest as `others`)."
+        ),
+    ));
+
+    if let Some(d) = &a.demand {
+        let span = d.samples.len() as f64 * d.window_s;
+        let (unit_name, divisor) = time_unit(span);
+        let mut demand = Figure::new(
+            "Demanded GPUs over time",
+            Axis::linear("time since time 0", unit_name),
+            Axis::linear("demanded GPUs", "GPUs"),
+        )
+        .with_legend(LegendPosition::UpperLeft);
+        let mean: Vec<(f64, f64)> = d.samples.iter().map(|s| (s.start_s / divisor, s.mean_gpus)).collect();
+        let peak: Vec<(f64, f64)> =
+            d.samples.iter().map(|s| (s.start_s / divisor, s.peak_gpus as f64)).collect();
+        demand.push(Series::step("peak in window", peak));
+        demand.push(Series::step("mean over window", mean));
+        figures.push((
+            "demand".to_string(),
+            demand,
+            format!(
+                "GPUs of the jobs that would be running if each started at its arrival and ran for its duration \
+                 (no queueing, no capacity limit), per {} window.",
+                human_duration(d.window_s)
+            ),
+        ));
+    }
+    figures
+}
+
+/// `(index, value)` points for a categorical axis.
+fn indexed(values: impl Iterator<Item = f64>) -> Vec<(f64, f64)> {
+    values.enumerate().map(|(i, v)| (i as f64, v)).collect()
+}
+
+/// Tenant names and their job and GPU-time shares (%), the tail beyond
+/// [`MAX_FIGURE_TENANTS`] summed as `others`.
+fn tenant_bars(a: &JobAnalysis) -> (Vec<String>, Vec<f64>, Vec<f64>) {
+    let shown = a.by_tenant.len().min(MAX_FIGURE_TENANTS);
+    let mut names: Vec<String> = a.by_tenant[..shown].iter().map(|t| t.name.clone()).collect();
+    let mut jobs: Vec<f64> = a.by_tenant[..shown].iter().map(|t| t.job_share * 100.0).collect();
+    let mut gpu_time: Vec<f64> = a.by_tenant[..shown].iter().map(|t| t.gpu_time_share * 100.0).collect();
+    if a.by_tenant.len() > shown {
+        let rest = &a.by_tenant[shown..];
+        names.push(format!("others ({})", rest.len()));
+        jobs.push(rest.iter().map(|t| t.job_share * 100.0).fold(0.0, |s, v| s + v));
+        gpu_time.push(rest.iter().map(|t| t.gpu_time_share * 100.0).fold(0.0, |s, v| s + v));
+    }
+    (names, jobs, gpu_time)
+}
+
+/// The HTML report of a job-trace analysis: every figure of [`job_analysis_figures`]
+/// beside the tables of the text report.
+pub fn job_analysis_html(a: &JobAnalysis) -> Result<String, FigureError> {
+    let mut report = HtmlReport::new(&format!("Workload analysis: {}", a.source));
+    report.subtitle("cotenant analyze: what the workload asks for, before any scheduling.");
+    let mut figures = job_analysis_figures(a).into_iter();
+    let mut next_figure = |report: &mut HtmlReport, name: &str| -> Result<(), FigureError> {
+        if let Some((_, figure, caption)) = figures.by_ref().find(|(n, _, _)| n == name) {
+            report.figure(&figure, &caption)?;
+        }
+        Ok(())
+    };
+    report.section("Summary");
+    report.preformatted(&summary_text(a));
+    report.section("Job sizes");
+    next_figure(&mut report, "sizes")?;
+    report.table(&size_table(&a.by_size, a.work_unit), "Jobs and GPU-time by job size (GPUs per job).");
+    report.table(&size_table(&a.by_size_pow2, a.work_unit), "By power-of-two job size.");
+    report.section("Durations");
+    next_figure(&mut report, "duration-cdf")?;
+    report.table(
+        &distribution_table(&[("duration", &a.duration.stats)], |v| duration(v, a.work_unit)),
+        &format!("Duration distribution ({}), nearest-rank percentiles.", duration_meaning(a.work_unit)),
+    );
+    report.table(&cdf_table(a), "Duration CDF at fixed thresholds.");
+    report.section("Arrivals");
+    if a.wall_clock.is_some() {
+        next_figure(&mut report, "arrivals-by-hour")?;
+        next_figure(&mut report, "arrivals-by-weekday")?;
+    }
+    report.preformatted(&arrivals_text(a));
+    report.section("Tenants");
+    next_figure(&mut report, "tenants")?;
+    report.table(&tenant_table(a), "Tenants, by GPU-time.");
+    report.section("Demanded GPUs over time");
+    if a.demand.is_some() {
+        next_figure(&mut report, "demand")?;
+    }
+    report.preformatted(&demand_text(a));
+    report.section("Final status");
+    report.preformatted(&status_text(a));
+    Ok(report.render())
+}
+
+/// The figures of request-trace analyses: per trace, token histograms and the
+/// request rate over time; `(file name, figure, caption)`.
+pub fn request_analysis_figures(analyses: &[RequestAnalysis]) -> Vec<(String, Figure, String)> {
+    let mut figures = Vec::new();
+    for (i, a) in analyses.iter().enumerate() {
+        let buckets = if a.prompt_tokens.histogram.len() >= a.output_tokens.histogram.len() {
+            &a.prompt_tokens.histogram
+        } else {
+            &a.output_tokens.histogram
+        };
+        let mut tokens = Figure::new(
+            &format!("Tokens per request: {}", short_name(&a.source)),
+            Axis::linear("tokens per request", "tokens"),
+            Axis::linear("requests", "% of requests"),
+        )
+        .with_categories(buckets.iter().map(|b| b.label.clone()).collect());
+        let shares = |t: &TokenAnalysis| -> Vec<(f64, f64)> {
+            buckets
+                .iter()
+                .enumerate()
+                .map(|(k, b)| {
+                    let share = t.histogram.iter().find(|h| h.min == b.min).map_or(0.0, |h| h.share);
+                    (k as f64, share * 100.0)
+                })
+                .collect()
+        };
+        tokens.push(Series::bars("prompt", shares(&a.prompt_tokens)));
+        tokens.push(Series::bars("output", shares(&a.output_tokens)));
+        figures.push((
+            format!("tokens-{i}"),
+            tokens,
+            "Share of requests whose prompt (or output) token count falls in each power-of-two bucket."
+                .to_string(),
+        ));
+
+        let span = a.rate.len() as f64 * a.window_s;
+        let (unit_name, divisor) = time_unit(span);
+        let mut rate = Figure::new(
+            &format!("Request rate: {}", short_name(&a.source)),
+            Axis::linear("time since the first request", unit_name),
+            Axis::linear("request rate", "requests/s"),
+        );
+        rate.push(Series::step(
+            "requests/s",
+            a.rate.iter().map(|s| (s.start_s / divisor, s.requests_per_s)).collect(),
+        ));
+        figures.push((
+            format!("rate-{i}"),
+            rate,
+            format!("Requests arriving per second, averaged over {} windows.", human_duration(a.window_s)),
+        ));
+    }
+    figures
+}
+
+/// The file name of a path (for figure titles), or the whole text.
+fn short_name(source: &str) -> &str {
+    source.rsplit(['/', '\\']).next().unwrap_or(source)
+}
+
+/// The HTML report of request-trace analyses.
+pub fn request_analysis_html(analyses: &[RequestAnalysis]) -> Result<String, FigureError> {
+    let mut report = HtmlReport::new("Request trace analysis");
+    report.subtitle("cotenant analyze --requests: prompt and output tokens, and the request rate over time.");
+    let figures = request_analysis_figures(analyses);
+    for (i, a) in analyses.iter().enumerate() {
+        report.section(short_name(&a.source));
+        report.preformatted(&format!("{}\n", a.source));
+        for (name, figure, caption) in &figures {
+            if *name == format!("tokens-{i}") || *name == format!("rate-{i}") {
+                report.figure(figure, caption)?;
+            }
+        }
+        report.preformatted(&one_request_text(a));
+    }
+    Ok(report.render())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cotenant_trace::analyze::{analyze_jobs, JobOptions};
+    use cotenant_trace::{parse_trace, Slice, TraceKind};
+
+    /// The five jobs of crates/cli/tests/analyze.rs (hand-computed there and in trace::analyze).
+    const FIVE_JOBS: &str = "timestamp,duration,num_gpus,gpu_time,cluster
+2017-11-06 01:00:00,1000.0,4,4000.0,b
+2017-11-06 00:00:00,100.0,1,100.0,a
+2017-11-07 01:00:00,7200.0,16,115200.0,a
+2017-11-06 00:30:00,300.0,1,300.0,a
+2017-11-06 02:00:00,50.0,8,400.0,b
+";
+
+    fn five_jobs() -> JobAnalysis {
+        let path = std::path::Path::new("five.csv");
+        let workload = parse_trace(TraceKind::Philly, path, FIVE_JOBS.as_bytes().to_vec(), &Slice::all())
+            .expect("parses");
+        analyze_jobs(&workload, JobOptions { work_unit: WorkUnit::Seconds, window_us: Some(3_600_000_000) })
+            .expect("analyzes")
+    }
+
+    fn ys(series: &Series) -> Vec<f64> {
+        series.points.iter().map(|p| (p.1 * 1e9).round() / 1e9).collect()
+    }
+
+    #[test]
+    fn figures_hold_the_data() {
+        let a = five_jobs();
+        let figures = job_analysis_figures(&a);
+        let names: Vec<&str> = figures.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["sizes", "duration-cdf", "arrivals-by-hour", "arrivals-by-weekday", "tenants", "demand"]
+        );
+        let sizes = &figures[0].1;
+        assert_eq!(sizes.x_categories.as_deref(), Some(&["1", "2-4", "5-8", ">8"].map(String::from)[..]));
+        assert_eq!(sizes.series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["jobs", "GPU-time"]);
+        assert_eq!(ys(&sizes.series[0]), [40.0, 20.0, 20.0, 20.0]);
+        assert_eq!(ys(&sizes.series[1]), [0.333333333, 3.333333333, 0.333333333, 96.0]);
+        assert_eq!(sizes.y.title(), "share (% of all jobs or GPU-time)");
+        let cdf = &figures[1].1;
+        assert_eq!(cdf.series[0].points.len(), 100);
+        assert_eq!(cdf.series[0].points[0], (50.0, 0.01));
+        assert_eq!(cdf.series[0].points[99], (7200.0, 1.0));
+        assert_eq!(cdf.x.title(), "duration (s)");
+        let hours = &figures[2].1;
+        assert_eq!(hours.x_categories.as_ref().map(Vec::len), Some(24));
+        assert_eq!(&ys(&hours.series[0])[..4], [40.0, 40.0, 20.0, 0.0]);
+        // Jobs per occurrence of the weekday: Monday 4 (once), Tuesday 1 (once).
+        assert_eq!(ys(&figures[3].1.series[0]), [4.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        let tenants = &figures[4].1;
+        assert_eq!(tenants.x_categories.as_deref(), Some(&["a".to_string(), "b".to_string()][..]));
+        assert_eq!(ys(&tenants.series[0]), [60.0, 40.0]);
+        let demand = &figures[5].1;
+        assert_eq!(demand.y.title(), "demanded GPUs (GPUs)");
+        assert_eq!(demand.x.title(), "time since time 0 (h)");
+        assert_eq!(demand.series.iter().map(|s| s.points.len()).collect::<Vec<_>>(), [26, 26]);
+        assert_eq!(demand.series[0].points[25], (25.0, 16.0));
+        assert_eq!(demand.series[1].points[1], (1.0, 4000.0 / 3600.0));
+    }
+
+    #[test]
+    fn html_has_every_figure_and_table() {
+        let html = job_analysis_html(&five_jobs()).expect("renders");
+        assert_eq!(html.matches("<figure").count(), 6);
+        assert_eq!(html.matches("<svg").count(), 6);
+        for label in
+            ["demanded GPUs (GPUs)", "duration (s)", "&gt;8", "Arrivals by day of week", "peak in window"]
+        {
+            assert!(html.contains(label), "{label} missing");
+        }
+        assert!(html.contains("Final status: not recorded"));
+        assert_eq!(job_analysis_html(&five_jobs()).expect("renders"), html, "deterministic");
+    }
+
+    #[test]
+    fn tenant_figure_folds_the_tail_into_others() {
+        let mut a = five_jobs();
+        let template = a.by_tenant[1].clone();
+        a.by_tenant = (0..25)
+            .map(|i| cotenant_trace::analyze::TenantRow {
+                name: format!("t{i:02}"),
+                job_share: 0.04,
+                ..template.clone()
+            })
+            .collect();
+        let (names, jobs, _) = tenant_bars(&a);
+        assert_eq!(names.len(), MAX_FIGURE_TENANTS + 1);
+        assert_eq!(names.last().map(String::as_str), Some("others (5)"));
+        assert!((jobs[MAX_FIGURE_TENANTS] - 20.0).abs() < 1e-9);
+    }
 
     #[test]
     fn thousands_separators() {
