@@ -82,11 +82,11 @@ fn threshold_label(secs: f64) -> String {
     let whole = secs as u64;
     if secs.fract() != 0.0 || whole == 0 {
         format!("{secs}s")
-    } else if whole % 86_400 == 0 {
+    } else if whole.is_multiple_of(86_400) {
         format!("{}d", whole / 86_400)
-    } else if whole % 3600 == 0 {
+    } else if whole.is_multiple_of(3600) {
         format!("{}h", whole / 3600)
-    } else if whole % 60 == 0 {
+    } else if whole.is_multiple_of(60) {
         format!("{}m", whole / 60)
     } else {
         format!("{whole}s")
@@ -98,7 +98,7 @@ pub fn thousands(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
