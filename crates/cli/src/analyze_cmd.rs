@@ -22,6 +22,9 @@ use crate::workload::DEFAULT_WEEK;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct AnalyzeArgs {
+    /// The job trace as KIND:PATH, the same as --trace (`cotenant analyze philly:my.csv`).
+    #[arg(value_name = "KIND:PATH", conflicts_with_all = ["trace", "synthetic", "requests"])]
+    pub trace_file: Option<String>,
     /// Job trace to analyze, as KIND:PATH. Kinds: philly, itp, gavel, pollux, tiresias, openb.
     /// Plain or .gz files. Without --trace, --synthetic and --requests: the bundled Philly
     /// trace, sliced to the week 2017-11-06..2017-11-13 unless --all or a slice is given.
@@ -138,7 +141,7 @@ fn load_jobs(args: &AnalyzeArgs) -> Result<(Workload, Option<TraceKind>)> {
         let spec = SyntheticSpec::parse(spec)?;
         return Ok((generate(&spec), None));
     }
-    let (kind, path, default_trace) = match &args.trace {
+    let (kind, path, default_trace) = match args.trace.as_ref().or(args.trace_file.as_ref()) {
         Some(arg) => {
             let (kind, path) = parse_trace_arg(arg)?;
             (kind, path, false)

@@ -93,6 +93,17 @@ fn five_jobs_by_hand() {
 }
 
 #[test]
+fn the_trace_may_be_given_without_the_flag() {
+    let trace = five_job_trace();
+    let flagged = cotenant(&["analyze", "--trace", &trace, "--json"]);
+    let positional = cotenant(&["analyze", &trace, "--json"]);
+    assert!(positional.status.success(), "{}", stderr(&positional));
+    assert_eq!(flagged.stdout, positional.stdout);
+    let both = cotenant(&["analyze", &trace, "--trace", &trace]);
+    assert!(!both.status.success(), "a trace given twice is refused");
+}
+
+#[test]
 fn five_jobs_text_tables() {
     let trace = five_job_trace();
     let out = cotenant(&["analyze", "--trace", &trace]);

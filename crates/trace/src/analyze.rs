@@ -15,6 +15,8 @@
 //!
 //! Output is deterministic: the same input gives the same values in the same order.
 
+use std::collections::BTreeMap;
+
 use cotenant_core::limits::{MAX_SHARE_WINDOWS, MIN_SHARE_WINDOW};
 use serde::Serialize;
 
@@ -352,29 +354,24 @@ pub fn status_mix(workload: &Workload, statuses: &[String]) -> Result<Vec<Status
         return Err(AnalyzeError::StatusCount { given: statuses.len(), jobs: workload.jobs.len() });
     }
     let total_gpu_time = total(workload.jobs.iter().map(|j| f64::from(j.gpus) * j.work));
-    let mut rows: Vec<StatusRow> = Vec::new();
+    // A BTreeMap, not a HashMap: iteration order must not depend on hashing.
+    let mut by_status: BTreeMap<&str, (u64, f64)> = BTreeMap::new();
     for (job, status) in workload.jobs.iter().zip(statuses) {
-        let index = match rows.iter().position(|r| r.status == *status) {
-            Some(i) => i,
-            None => {
-                rows.push(StatusRow {
-                    status: status.clone(),
-                    jobs: 0,
-                    job_share: 0.0,
-                    gpu_time: 0.0,
-                    gpu_time_share: 0.0,
-                });
-                rows.len() - 1
-            }
-        };
-        rows[index].jobs += 1;
-        rows[index].gpu_time += f64::from(job.gpus) * job.work;
+        let entry = by_status.entry(status.as_str()).or_insert((0, 0.0));
+        entry.0 += 1;
+        entry.1 += f64::from(job.gpus) * job.work;
     }
     let jobs = workload.jobs.len() as f64;
-    for row in &mut rows {
-        row.job_share = row.jobs as f64 / jobs;
-        row.gpu_time_share = share(row.gpu_time, total_gpu_time);
-    }
+    let mut rows: Vec<StatusRow> = by_status
+        .into_iter()
+        .map(|(status, (count, gpu_time))| StatusRow {
+            status: status.to_string(),
+            jobs: count,
+            job_share: count as f64 / jobs,
+            gpu_time,
+            gpu_time_share: share(gpu_time, total_gpu_time),
+        })
+        .collect();
     rows.sort_by(|a, b| b.jobs.cmp(&a.jobs).then_with(|| a.status.cmp(&b.status)));
     Ok(rows)
 }
