@@ -997,4 +997,97 @@ mod tests {
             a.output_tokens.histogram.iter().map(|b| (b.label.as_str(), b.requests)).collect();
         assert_eq!(out, [("1-64", 3), ("65-128", 1)]);
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// (tenant, arrival s, GPUs, duration s) rows: small enough to recompute by brute force.
+        fn jobs() -> impl Strategy<Value = Vec<(u32, u64, u32, u32)>> {
+            proptest::collection::vec((0u32..3, 0u64..20_000, 0u32..40, 0u32..5_000), 1..40)
+        }
+
+        fn workload(rows: &[(u32, u64, u32, u32)], wall_clock: bool) -> Workload {
+            let mut rows = rows.to_vec();
+            rows.sort_by_key(|r| r.1);
+            Workload {
+                source: "prop".into(),
+                jobs: rows
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(t, at, g, d))| {
+                        JobSpec::new(i as u32, t, Time(at * 1_000_000), g, f64::from(d))
+                    })
+                    .collect(),
+                tenants: ["a", "b", "c"].map(TenantSpec::new).to_vec(),
+                lines: vec![0; rows.len()],
+                wall_clock_origin_us: wall_clock.then_some(1_509_926_400_000_000),
+                ..Workload::default()
+            }
+        }
+
+        fn close(a: f64, b: f64) -> bool {
+            (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+            /// Every job lands in exactly one class, hour, weekday and tenant; the parts
+            /// of the GPU-time add up to the whole; distributions are ordered.
+            #[test]
+            fn parts_add_up(rows in jobs(), wall_clock in any::<bool>()) {
+                let w = workload(&rows, wall_clock);
+                let a = analyze_jobs(&w, JobOptions { work_unit: WorkUnit::Seconds, window_us: None }).expect("ok");
+                let n = w.jobs.len() as u64;
+                for classes in [&a.by_size, &a.by_size_pow2] {
+                    prop_assert_eq!(classes.iter().map(|r| r.jobs).sum::<u64>(), n);
+                    prop_assert!(close(total(classes.iter().map(|r| r.gpu_time)), a.gpu_time));
+                }
+                prop_assert_eq!(a.by_tenant.iter().map(|t| t.jobs).sum::<u64>(), n);
+                prop_assert!(close(total(a.by_tenant.iter().map(|t| t.gpu_time)), a.gpu_time));
+                if let Some(clock) = &a.wall_clock {
+                    prop_assert_eq!(clock.by_hour.iter().map(|b| b.jobs).sum::<u64>(), n);
+                    prop_assert_eq!(clock.by_weekday.iter().map(|b| b.jobs).sum::<u64>(), n);
+                }
+                let d = &a.duration;
+                prop_assert!(d.curve.windows(2).all(|p| p[0] <= p[1]));
+                prop_assert!(d.cdf.windows(2).all(|p| p[0].jobs <= p[1].jobs));
+                let s = &d.stats;
+                prop_assert!(s.min <= s.p10 && s.p10 <= s.p25 && s.p25 <= s.p50 && s.p50 <= s.p75);
+                prop_assert!(s.p75 <= s.p90 && s.p90 <= s.p95 && s.p95 <= s.p99 && s.p99 <= s.max);
+                prop_assert!(s.min <= s.mean && s.mean <= s.max);
+            }
+
+            /// Demand integrates to the GPU-time that falls inside the windows (each job's
+            /// interval clipped to them); no window's mean exceeds its peak; arrivals add up.
+            #[test]
+            fn demand_conserves_gpu_time(rows in jobs(), window_s in 1u64..5_000) {
+                let w = workload(&rows, false);
+                let options = JobOptions { work_unit: WorkUnit::Seconds, window_us: Some(window_s * 1_000_000) };
+                let d = analyze_jobs(&w, options).expect("ok").demand.expect("seconds");
+                let horizon = d.samples.len() as f64 * window_s as f64;
+                let clipped = total(w.jobs.iter().map(|j| {
+                    let start = j.arrival.0 as f64 / 1e6;
+                    f64::from(j.gpus) * ((start + j.work).min(horizon) - start).max(0.0)
+                }));
+                let integrated = total(d.samples.iter().map(|s| s.mean_gpus * window_s as f64));
+                prop_assert!(close(integrated, clipped), "{} vs {}", integrated, clipped);
+                prop_assert!(d.samples.iter().all(|s| s.mean_gpus <= s.peak_gpus as f64 + 1e-9));
+                prop_assert_eq!(d.samples.iter().map(|s| s.arrivals).sum::<u64>(), w.jobs.len() as u64);
+                // Brute force: the peak equals the largest demand at any event instant.
+                let mut instants: Vec<u64> = w.jobs.iter().map(|j| j.arrival.0).collect();
+                instants.sort_unstable();
+                let at = |t: u64| -> u64 {
+                    w.jobs
+                        .iter()
+                        .filter(|j| j.arrival.0 <= t && t < j.arrival.0 + cotenant_core::Span::from_secs_f64_ceil(j.work).0)
+                        .map(|j| u64::from(j.gpus))
+                        .sum()
+                };
+                let brute = instants.iter().map(|&t| at(t)).max().unwrap_or(0);
+                prop_assert_eq!(d.peak_gpus, brute);
+            }
+        }
+    }
 }
