@@ -44,7 +44,8 @@ pub const SKIP_POD_OF_LISTED_JOB: &str =
 ///
 /// Every object becomes at most one job: tenant = `metadata.namespace`, arrival =
 /// `metadata.creationTimestamp`, GPUs = the pod's `nvidia.com/gpu` (containers'
-/// limits, else requests, summed; init containers by Kubernetes' max rule), run
+/// limits, else requests, summed; init containers by Kubernetes' max rule; CPU
+/// and memory likewise from requests, else limits, rounded up to cores and GiB), run
 /// time (`work`, also the oracle estimate) = finish - `status.startTime`. A pod
 /// finishes at its containers' last `state.terminated.finishedAt`; a Job at
 /// `status.completionTime`, else at its `Complete` or `Failed` condition's
@@ -202,7 +203,8 @@ fn pod_job(
     let meta = pod.at(doc, "metadata")?;
     let tenant = namespace(doc, &meta)?;
     let created = required_time(doc, &meta.at(doc, "creationTimestamp")?)?;
-    let gpus = pod_gpus(doc, &pod.at(doc, "spec")?)?;
+    let demand = pod_demand(doc, &pod.at(doc, "spec")?)?;
+    let gpus = demand.gpus as u32;
     for owner in meta.at(doc, "ownerReferences")?.array(doc)? {
         let kind = owner.at(doc, "kind")?.string(doc)?;
         let name = owner.at(doc, "name")?.string(doc)?.unwrap_or("");
@@ -259,7 +261,7 @@ fn pod_job(
     };
     let secs = run_secs(doc, start, &start_node, finish, &finish_node)?;
     *tally.pods_by_phase.entry(phase.to_string()).or_insert(0) += 1;
-    Ok(Some(job(created, line, tenant, gpus, secs)))
+    Ok(Some(job(created, line, tenant, gpus, secs, demand)))
 }
 
 fn job_job(
@@ -273,13 +275,14 @@ fn job_job(
     let tenant = namespace(doc, &meta)?;
     let created = required_time(doc, &meta.at(doc, "creationTimestamp")?)?;
     let spec = job_node.at(doc, "spec")?;
-    let per_pod = pod_gpus(doc, &spec.at(doc, "template")?.at(doc, "spec")?)?;
+    let pod = pod_demand(doc, &spec.at(doc, "template")?.at(doc, "spec")?)?;
+    let per_pod = pod.gpus;
     let parallelism = count(doc, &spec.at(doc, "parallelism")?)?.unwrap_or(1);
     let width = match count(doc, &spec.at(doc, "completions")?)? {
         Some(completions) => parallelism.min(completions),
         None => parallelism,
     };
-    let gpus = u64::from(per_pod).saturating_mul(width);
+    let gpus = per_pod.saturating_mul(width);
     if gpus > u64::from(MAX_GPUS_PER_JOB) {
         return Err(doc.error(
             &spec.key("parallelism"),
@@ -308,7 +311,9 @@ fn job_job(
     if width > 1 {
         tally.gang_jobs += 1;
     }
-    Ok(Some(job(created, line, tenant, gpus as u32, secs)))
+    let pods = width as f64;
+    let demand = Demand { gpus, cpus: pod.cpus * pods, memory_bytes: pod.memory_bytes * pods };
+    Ok(Some(job(created, line, tenant, gpus as u32, secs, demand)))
 }
 
 /// When a Job ended: `status.completionTime`, else the time its `Complete` or
@@ -338,9 +343,11 @@ fn job_finish<'v>(
     })
 }
 
-fn job(created: i64, line: u64, tenant: &str, gpus: u32, secs: f64) -> RawJob {
+fn job(created: i64, line: u64, tenant: &str, gpus: u32, secs: f64, demand: Demand) -> RawJob {
     let mut job = RawJob::new(created, line, tenant, gpus, secs);
     job.duration_estimate = Some(Span::from_secs_f64_ceil(secs));
+    job.cpus = demand.cpus();
+    job.memory_gib = demand.memory_gib();
     job
 }
 
@@ -377,32 +384,147 @@ fn run_secs(
     Ok(secs)
 }
 
-/// A pod's GPUs: Kubernetes' effective request, the larger of the app containers'
-/// sum (plus sidecars, init containers with `restartPolicy: Always`) and each
-/// init container's own request (plus the sidecars started before it).
-fn pod_gpus(doc: &Doc<'_>, spec: &Node<'_>) -> Result<u32, TraceError> {
-    let mut sidecars = 0u64;
-    let mut init_peak = 0u64;
+/// What one pod asks for: GPUs, CPU cores and memory bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Demand {
+    gpus: u64,
+    cpus: f64,
+    memory_bytes: f64,
+}
+
+impl Demand {
+    fn plus(self, other: Demand) -> Demand {
+        Demand {
+            gpus: self.gpus.saturating_add(other.gpus),
+            cpus: self.cpus + other.cpus,
+            memory_bytes: self.memory_bytes + other.memory_bytes,
+        }
+    }
+
+    fn max(self, other: Demand) -> Demand {
+        Demand {
+            gpus: self.gpus.max(other.gpus),
+            cpus: self.cpus.max(other.cpus),
+            memory_bytes: self.memory_bytes.max(other.memory_bytes),
+        }
+    }
+
+    /// Whole CPU cores, rounded up.
+    fn cpus(&self) -> u32 {
+        self.cpus.ceil().min(f64::from(u32::MAX)) as u32
+    }
+
+    /// Whole GiB, rounded up.
+    fn memory_gib(&self) -> u32 {
+        (self.memory_bytes / GIB).ceil().min(f64::from(u32::MAX)) as u32
+    }
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// A pod's effective request, per resource as Kubernetes computes it: the larger of
+/// the app containers' sum (plus sidecars, init containers with `restartPolicy:
+/// Always`) and each init container's own request (plus the sidecars started before it).
+fn pod_demand(doc: &Doc<'_>, spec: &Node<'_>) -> Result<Demand, TraceError> {
+    let mut sidecars = Demand::default();
+    let mut init_peak = Demand::default();
     for init in spec.at(doc, "initContainers")?.array(doc)? {
-        let gpus = container_gpus(doc, &init)?;
+        let demand = container_demand(doc, &init)?;
         if init.at(doc, "restartPolicy")?.string(doc)? == Some("Always") {
-            sidecars = sidecars.saturating_add(gpus);
+            sidecars = sidecars.plus(demand);
         } else {
-            init_peak = init_peak.max(sidecars.saturating_add(gpus));
+            init_peak = init_peak.max(sidecars.plus(demand));
         }
     }
     let mut apps = sidecars;
     for container in spec.at(doc, "containers")?.array(doc)? {
-        apps = apps.saturating_add(container_gpus(doc, &container)?);
+        apps = apps.plus(container_demand(doc, &container)?);
     }
-    let gpus = apps.max(init_peak);
-    if gpus > u64::from(MAX_GPUS_PER_JOB) {
+    let demand = apps.max(init_peak);
+    if demand.gpus > u64::from(MAX_GPUS_PER_JOB) {
         return Err(doc.error(
             &spec.path,
-            format!("{gpus} GPUs exceeds the limit of {MAX_GPUS_PER_JOB} GPUs per job (core::limits::MAX_GPUS_PER_JOB)"),
+            format!(
+                "{} GPUs exceeds the limit of {MAX_GPUS_PER_JOB} GPUs per job (core::limits::MAX_GPUS_PER_JOB)",
+                demand.gpus
+            ),
         ));
     }
-    Ok(gpus as u32)
+    Ok(demand)
+}
+
+/// One container's GPUs, CPU cores and memory: `requests`, else `limits` (which a
+/// missing request defaults to).
+fn container_demand(doc: &Doc<'_>, container: &Node<'_>) -> Result<Demand, TraceError> {
+    let resources = container.at(doc, "resources")?;
+    let (requests, limits) = (resources.at(doc, "requests")?, resources.at(doc, "limits")?);
+    let amount = |name: &str, unit: &str| -> Result<f64, TraceError> {
+        let request = requests.at(doc, name)?;
+        let node = if request.value.is_null() { limits.at(doc, name)? } else { request };
+        resource_quantity(doc, &node, unit)
+    };
+    let (cpus, memory_bytes) = (amount("cpu", "CPU cores")?, amount("memory", "bytes")?);
+    Ok(Demand { gpus: container_gpus(doc, container)?, cpus, memory_bytes })
+}
+
+/// A Kubernetes resource quantity (`500m`, `8`, `1.5`, `64Gi`, `1G`, `129e6`) as a
+/// number; absent is 0. Only CPU and memory use these; GPUs must be whole.
+fn resource_quantity(doc: &Doc<'_>, node: &Node<'_>, unit: &str) -> Result<f64, TraceError> {
+    let value = match node.value {
+        Value::Null => return Ok(0.0),
+        Value::String(s) => parse_quantity(s),
+        Value::Number(n) => n.as_f64().filter(|v| v.is_finite() && *v >= 0.0),
+        _ => None,
+    };
+    // 2^70: beyond any machine, and far from overflowing a sum of many containers.
+    value.filter(|v| *v <= 1.2e21).ok_or_else(|| {
+        doc.error(
+            &node.path,
+            format!(
+                "expected a quantity of {unit} such as \"500m\", \"8\" or \"64Gi\", got {}",
+                show(node.value)
+            ),
+        )
+    })
+}
+
+/// `500m` -> 0.5, `64Gi` -> 64 x 2^30, `1e3` -> 1000; `None` for anything else.
+fn parse_quantity(text: &str) -> Option<f64> {
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+')).unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let number = number.strip_prefix('+').unwrap_or(number);
+    if number.is_empty() || number.contains('+') {
+        return None;
+    }
+    let base: f64 = number.parse().ok()?;
+    let scale = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        _ => {
+            let exponent = suffix.strip_prefix(['e', 'E'])?;
+            let digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
+            if digits.is_empty() || digits.len() > 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            10f64.powi(exponent.parse::<i32>().ok()?)
+        }
+    };
+    let value = base * scale;
+    (value.is_finite() && value >= 0.0).then_some(value)
 }
 
 /// One container's `nvidia.com/gpu`: its limit, else its request (Kubernetes
@@ -885,7 +1007,7 @@ mod tests {
                 serde_json::from_str(&format!(r#"{{"initContainers": {init}, "containers": {apps}}}"#))
                     .unwrap();
             let doc = Doc { file: "x".into(), text: "", newlines: Vec::new() };
-            pod_gpus(&doc, &Node { value: &v, path: Vec::new() }).unwrap()
+            pod_demand(&doc, &Node { value: &v, path: Vec::new() }).unwrap().gpus
         };
         let c = |n: u32| format!(r#"{{"resources": {{"limits": {{"nvidia.com/gpu": "{n}"}}}}}}"#);
         let sidecar = |n: u32| {
@@ -905,6 +1027,35 @@ mod tests {
             spec(&format!("[{}, {}]", c(2), sidecar(1)), &format!("[{}]", c(2))),
             3,
             "sidecar 1 + app 2"
+        );
+    }
+
+    #[test]
+    fn cpu_and_memory_requests_become_cores_and_gib() {
+        assert_eq!(parse_quantity("500m"), Some(0.5));
+        assert_eq!(parse_quantity("64Gi"), Some(64.0 * GIB));
+        assert_eq!(parse_quantity("1G"), Some(1e9));
+        assert_eq!(parse_quantity("129e6"), Some(129e6));
+        assert_eq!(parse_quantity("1.5"), Some(1.5));
+        for bad in ["", "-1", "1Q", "e3", "1e", "1e9999", "Gi", "1+2"] {
+            assert_eq!(parse_quantity(bad), None, "{bad:?}");
+        }
+        // Requests win over limits; a missing request falls back to the limit.
+        let text = list(&[pod("a", "x", "1", "Succeeded", START, END).replace(
+            r#""resources": {"limits": {"nvidia.com/gpu": 1}}"#,
+            r#""resources": {"limits": {"nvidia.com/gpu": 1, "cpu": "4", "memory": "1G"}, "requests": {"cpu": "1500m"}}},
+               {"resources": {"requests": {"cpu": "500m", "memory": "64Gi"}}"#,
+        )]);
+        let w = parse(&text).unwrap();
+        // 1.5 + 0.5 cores; 1 G (0.93 GiB) + 64 GiB rounds up to 65 GiB.
+        assert_eq!((w.jobs[0].cpus, w.jobs[0].memory_gib), (2, 65));
+        let bad = text.replace("\"1500m\"", "\"lots\"");
+        let err = parse(&bad).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "field items[0].spec.containers[0].resources.requests.cpu: expected a quantity of CPU cores"
+            ),
+            "{err}"
         );
     }
 
