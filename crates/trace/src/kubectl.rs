@@ -63,7 +63,7 @@ pub fn parse_kubectl(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workl
     let file = path.display().to_string();
     let text = text_from_bytes(path, bytes)?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    let root: Value = serde_json::from_str(text).map_err(|e| json_error(&file, &e))?;
+    let root: Value = serde_json::from_str(text).map_err(|e| json_error(&file, text, &e))?;
     let doc = Doc { file: file.clone(), text, newlines: newlines(text) };
     let items = items(&doc, &root)?;
     let job_names = listed_jobs(&doc, &items)?;
@@ -92,14 +92,19 @@ pub fn parse_kubectl(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workl
 
 /// serde_json's message without its own " at line L column C" suffix, with the line
 /// in the usual place.
-fn json_error(file: &str, e: &serde_json::Error) -> TraceError {
+fn json_error(file: &str, text: &str, e: &serde_json::Error) -> TraceError {
     let message = e.to_string();
     let suffix = format!(" at line {} column {}", e.line(), e.column());
     let message = message.strip_suffix(&suffix).unwrap_or(&message);
+    // YAML or kubectl's table output rather than JSON.
+    let hint = match text.trim_start().chars().next() {
+        Some('{' | '[') | None => "",
+        Some(_) => "; export with kubectl get pods -A -o json (not -o yaml or the table)",
+    };
     TraceError::Row {
         file: file.to_string(),
         line: e.line().max(1) as u64,
-        message: format!("not valid JSON (column {}): {message}", e.column()),
+        message: format!("not valid JSON (column {}): {message}{hint}", e.column()),
     }
 }
 
@@ -1134,6 +1139,8 @@ mod tests {
         );
         let err = parse("{\"kind\": \"List\",\n \"items\": [1,]}").unwrap_err().to_string();
         assert!(err.starts_with("pods.json line 2: not valid JSON (column"), "{err}");
+        let err = parse("apiVersion: v1\nitems: []\n").unwrap_err().to_string();
+        assert!(err.starts_with("pods.json line 1: not valid JSON") && err.contains("-o json"), "{err}");
         let err = parse("[]").unwrap_err().to_string();
         assert!(err.starts_with("pods.json: expected a JSON object"), "{err}");
         let err = parse("{\"kind\": \"PodList\"}").unwrap_err().to_string();

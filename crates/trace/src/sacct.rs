@@ -60,6 +60,15 @@ fn required(table: &Table<'_>, name: &str) -> Result<usize, TraceError> {
 }
 
 fn columns(table: &Table<'_>) -> Result<Columns, TraceError> {
+    if table.columns.len() == 1 && find(table, "JobID").is_none() {
+        return Err(TraceError::Row {
+            file: table.file.clone(),
+            line: table.header_line,
+            message: "expected a `|`-separated header such as JobID|User|Account|...: \
+                      export with sacct -P (--parsable2), not the fixed-width table"
+                .to_string(),
+        });
+    }
     let job_id = required(table, "JobID")?;
     let (account, user) = (find(table, "Account"), find(table, "User"));
     if account.is_none() && user.is_none() {
@@ -604,6 +613,11 @@ mod tests {
         assert!(err.contains("s.txt line 1: missing column `AllocTRES`"), "{err}");
         let err = parse("x1|a|u|acct|gpu|||||COMPLETED|0:0|||1\n").unwrap_err().to_string();
         assert!(err.contains("field JobID"), "{err}");
+        let table = "JobID    JobName  User\n------- -------- ----\n123      train    ana\n";
+        let err = parse_sacct(Path::new("t.txt"), table.as_bytes().to_vec(), &Slice::all())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("t.txt line 1: expected a `|`-separated header"), "{err}");
         let err = parse("1|a|u\n").unwrap_err().to_string();
         assert!(err.starts_with("sacct.txt line 2: expected 14 fields"), "{err}");
     }
