@@ -631,6 +631,20 @@ mod tests {
     }
 
     #[test]
+    fn the_sample_reads_the_same_without_its_steps() {
+        let sample = include_str!("../../../docs/examples/sacct-sample.txt");
+        let is_step = |line: &str| line.split('|').next().is_some_and(|id| id.contains('.'));
+        let allocations: String = sample.lines().filter(|l| !is_step(l)).map(|l| format!("{l}\n")).collect();
+        assert_eq!(sample.lines().count() - allocations.lines().count(), 6);
+        let with_steps = parse_sacct(Path::new("a.txt"), sample.as_bytes().to_vec(), &Slice::all()).unwrap();
+        let without = parse_sacct(Path::new("x.txt"), allocations.into_bytes(), &Slice::all()).unwrap();
+        assert_eq!(with_steps.jobs.len(), 32);
+        assert_eq!(with_steps.jobs, without.jobs, "what -X leaves out is exactly what is skipped");
+        assert_eq!(skipped(&with_steps, SKIP_STEP), 6);
+        assert_eq!(skipped(&without, SKIP_STEP), 0);
+    }
+
+    #[test]
     fn memory_units() {
         assert_eq!(memory_gib("64G"), Some(64));
         assert_eq!(memory_gib("1.50T"), Some(1536));
