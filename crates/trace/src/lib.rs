@@ -18,9 +18,11 @@ mod cluster_config;
 mod error;
 mod gavel;
 mod itp;
+pub mod kubectl;
 mod openb;
 mod philly;
 mod pollux;
+pub mod sacct;
 mod slice;
 pub mod suggest;
 mod synthetic;
@@ -35,12 +37,14 @@ pub use cluster_config::{
 pub use error::TraceError;
 pub use gavel::{read_gavel, write_gavel_trace};
 pub use itp::read_itp;
+pub use kubectl::{parse_kubectl, read_kubectl, KUBECTL_COMMANDS};
 pub use openb::{
     parse_openb_nodes, read_openb_nodes, read_openb_pods, SKIP_CPU_NODE, SKIP_CPU_ONLY, SKIP_NEVER_SCHEDULED,
     SKIP_NO_DELETION,
 };
 pub use philly::{apply_vc_quotas, largest_remainder, read_philly, read_philly_vc, VcNodes};
 pub use pollux::{pollux_gpu_secs, read_pollux, POLLUX_BUCKET_MEDIAN_GPU_SECS};
+pub use sacct::{parse_sacct, read_sacct, SACCT_COMMAND};
 pub use slice::{Slice, SliceBound};
 pub use synthetic::{generate, DurationDist, GpuDist, SyntheticSpec, MAX_SYNTHETIC_JOBS};
 pub use tiresias::read_tiresias;
@@ -105,16 +109,22 @@ pub enum TraceKind {
     Tiresias,
     /// Alibaba openb pod lists `openb_pod_list_*.csv`.
     Openb,
+    /// Slurm accounting, `sacct --parsable2` output (accounts as tenants).
+    Sacct,
+    /// Kubernetes `kubectl get pods|jobs -A -o json` (namespaces as tenants).
+    Kubectl,
 }
 
 impl TraceKind {
-    pub const ALL: [TraceKind; 6] = [
+    pub const ALL: [TraceKind; 8] = [
         TraceKind::Philly,
         TraceKind::Itp,
         TraceKind::Gavel,
         TraceKind::Pollux,
         TraceKind::Tiresias,
         TraceKind::Openb,
+        TraceKind::Sacct,
+        TraceKind::Kubectl,
     ];
 
     pub fn name(self) -> &'static str {
@@ -125,6 +135,8 @@ impl TraceKind {
             TraceKind::Pollux => "pollux",
             TraceKind::Tiresias => "tiresias",
             TraceKind::Openb => "openb",
+            TraceKind::Sacct => "sacct",
+            TraceKind::Kubectl => "kubectl",
         }
     }
 }
@@ -154,6 +166,8 @@ pub fn read_trace(kind: TraceKind, path: &Path, slice: &Slice) -> Result<Workloa
         TraceKind::Pollux => read_pollux(path, slice),
         TraceKind::Tiresias => read_tiresias(path, slice),
         TraceKind::Openb => read_openb_pods(path, slice),
+        TraceKind::Sacct => read_sacct(path, slice),
+        TraceKind::Kubectl => read_kubectl(path, slice),
     }
 }
 
@@ -172,6 +186,8 @@ pub fn parse_trace(
         TraceKind::Pollux => pollux::parse_pollux(path, bytes, slice),
         TraceKind::Tiresias => tiresias::parse_tiresias(path, bytes, slice),
         TraceKind::Openb => openb::parse_openb_pods(path, bytes, slice),
+        TraceKind::Sacct => parse_sacct(path, bytes, slice),
+        TraceKind::Kubectl => parse_kubectl(path, bytes, slice),
     }
 }
 
