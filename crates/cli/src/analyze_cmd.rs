@@ -25,7 +25,7 @@ pub struct AnalyzeArgs {
     /// The job trace as KIND:PATH, the same as --trace (`cotenant analyze philly:my.csv`).
     #[arg(value_name = "KIND:PATH", conflicts_with_all = ["trace", "synthetic", "requests"])]
     pub trace_file: Option<String>,
-    /// Job trace to analyze, as KIND:PATH. Kinds: philly, itp, gavel, pollux, tiresias, openb.
+    /// Job trace to analyze, as KIND:PATH. Kinds: philly, itp, gavel, pollux, tiresias, openb, sacct, kubectl.
     /// Plain or .gz files. Without --trace, --synthetic and --requests: the bundled Philly
     /// trace, sliced to the week 2017-11-06..2017-11-13 unless --all or a slice is given.
     #[arg(long, value_name = "KIND:PATH", conflicts_with_all = ["synthetic", "requests"])]

@@ -238,6 +238,13 @@ fn reject_wide_jobs(
         keep[index - 1]
     });
     workload.jobs.retain(|j| j.gpus <= total);
+    if !workload.statuses.is_empty() {
+        let mut index = 0;
+        workload.statuses.retain(|_| {
+            index += 1;
+            keep[index - 1]
+        });
+    }
     for (i, job) in workload.jobs.iter_mut().enumerate() {
         job.id = JobId(i as u32);
     }

@@ -161,6 +161,40 @@ fn html_and_figure_files() {
 }
 
 #[test]
+fn status_mix_of_an_operator_trace() {
+    // docs/examples/sacct-sample.txt (the readers' sample): the reader's note counts the
+    // kept jobs by state; the analysis's status table must agree with it.
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples/sacct-sample.txt");
+    let doc = json_of(&["analyze", &format!("sacct:{sample}"), "--json"]);
+    let a = &doc["analysis"];
+    let note = a["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find_map(|n| n.strip_prefix("sacct: kept jobs by final state: "))
+        .expect("the reader counts states");
+    let mut from_note: Vec<(String, u64)> = note
+        .split(", ")
+        .map(|pair| {
+            let (state, count) = pair.rsplit_once(' ').unwrap();
+            (state.to_string(), count.parse().unwrap())
+        })
+        .collect();
+    let mut from_table: Vec<(String, u64)> = a["status"]
+        .as_array()
+        .expect("sacct records states")
+        .iter()
+        .map(|r| (r["status"].as_str().unwrap().to_string(), r["jobs"].as_u64().unwrap()))
+        .collect();
+    from_note.sort();
+    from_table.sort();
+    assert_eq!(from_table, from_note);
+    let shares: f64 = numbers(&a["status"], "gpu_time_share").iter().sum();
+    assert!((shares - 1.0).abs() < 1e-9, "GPU-time shares sum to {shares}");
+}
+
+#[test]
 fn relative_traces_say_they_have_no_wall_clock() {
     let dir = temp_dir("analyze-itp");
     let path = write(&dir, "cluster.csv", "job_id,submission_time,duration,num_gpu\na,0,60,1\nb,30,120,2\n");

@@ -224,7 +224,7 @@ fn arrivals_text(a: &JobAnalysis) -> String {
             .to_string();
     };
     let mut out = format!(
-        "Arrivals by hour of day (the trace's own clock, no time zone; {} to {})\n",
+        "Arrivals by hour of day (the trace's own clock: Philly and sacct local time, kubectl UTC; {} to {})\n",
         w.first_arrival, w.last_arrival
     );
     let mut hours = Table::new(&["hour", "jobs", "jobs %", gpu_time_heading(a.work_unit)]);
@@ -340,8 +340,7 @@ fn demand_section(d: &DemandAnalysis) -> String {
 
 fn status_text(a: &JobAnalysis) -> String {
     let Some(rows) = &a.status else {
-        return "Final status: not recorded in this trace (no status column survives in the format).\n"
-            .to_string();
+        return "Final status: not recorded (this trace format keeps no job status).\n".to_string();
     };
     let mut out = "Final status\n".to_string();
     let mut table = Table::new(&["status", "jobs", "jobs %", gpu_time_heading(a.work_unit), "GPU-time %"]);

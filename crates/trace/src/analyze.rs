@@ -304,7 +304,7 @@ pub struct JobAnalysis {
     pub by_tenant: Vec<TenantRow>,
     /// `None` for step traces.
     pub demand: Option<DemandAnalysis>,
-    /// `None` when the trace records no final status.
+    /// `None` when the trace records no final status ([`Workload::statuses`] empty).
     pub status: Option<Vec<StatusRow>>,
     /// Rows the reader skipped on purpose, with counts.
     pub skipped: Vec<(String, u64)>,
@@ -341,7 +341,9 @@ pub fn analyze_jobs(workload: &Workload, options: JobOptions) -> Result<JobAnaly
         wall_clock: workload.wall_clock_origin_us.map(|origin| wall_clock_arrivals(workload, origin)),
         by_tenant: tenant_rows(workload),
         demand,
-        status: None,
+        status: (!workload.statuses.is_empty())
+            .then(|| status_mix(workload, &workload.statuses))
+            .transpose()?,
         skipped: workload.skipped.iter().map(|s| (s.reason.clone(), s.rows)).collect(),
         notes: workload.notes.clone(),
     })
@@ -951,6 +953,18 @@ mod tests {
             analyze_jobs(&empty, seconds(None)),
             Err(AnalyzeError::Empty { source_name: "e.csv".into() })
         );
+    }
+
+    #[test]
+    fn statuses_recorded_by_the_reader_give_the_status_mix() {
+        let mut w = five_jobs();
+        assert_eq!(analyze_jobs(&w, seconds(None)).expect("ok").status, None);
+        w.statuses = ["COMPLETED", "FAILED", "COMPLETED", "COMPLETED", "TIMEOUT"].map(String::from).to_vec();
+        let rows = analyze_jobs(&w, seconds(None)).expect("ok").status.expect("statuses given");
+        let got: Vec<(&str, u64)> = rows.iter().map(|r| (r.status.as_str(), r.jobs)).collect();
+        assert_eq!(got, [("COMPLETED", 3), ("FAILED", 1), ("TIMEOUT", 1)]);
+        w.statuses.pop();
+        assert_eq!(analyze_jobs(&w, seconds(None)), Err(AnalyzeError::StatusCount { given: 4, jobs: 5 }));
     }
 
     #[test]

@@ -266,7 +266,9 @@ fn pod_job(
     };
     let secs = run_secs(doc, start, &start_node, finish, &finish_node)?;
     *tally.pods_by_phase.entry(phase.to_string()).or_insert(0) += 1;
-    Ok(Some(job(created, line, tenant, gpus, secs, demand)))
+    let mut kept = job(created, line, tenant, gpus, secs, demand);
+    kept.status = Some(phase.to_string());
+    Ok(Some(kept))
 }
 
 fn job_job(
@@ -318,7 +320,9 @@ fn job_job(
     }
     let pods = width as f64;
     let demand = Demand { gpus, cpus: pod.cpus * pods, memory_bytes: pod.memory_bytes * pods };
-    Ok(Some(job(created, line, tenant, gpus as u32, secs, demand)))
+    let mut kept = job(created, line, tenant, gpus as u32, secs, demand);
+    kept.status = Some(condition.to_string());
+    Ok(Some(kept))
 }
 
 /// When a Job ended: `status.completionTime`, else the time its `Complete` or

@@ -73,6 +73,10 @@ pub struct Workload {
     /// times are relative to their start. `cotenant analyze` reads it for arrivals by
     /// hour of day and day of week.
     pub wall_clock_origin_us: Option<i64>,
+    /// Each job's final status as the trace records it (sacct `State`, kubectl pod
+    /// phase or Job condition), parallel to `jobs`; empty when the trace records none.
+    /// `cotenant analyze` reports the status mix from it.
+    pub statuses: Vec<String>,
 }
 
 impl Workload {

@@ -442,6 +442,7 @@ fn sacct_job(
     job.duration_estimate = Some(Span::from_secs_f64_ceil(duration_secs));
     job.cpus = alloc.cpus;
     job.memory_gib = alloc.memory_gib;
+    job.status = Some(state_name.to_string());
     *tally.kept_by_state.entry(state_name).or_insert(0) += 1;
     for kind in &alloc.gpu_types {
         *tally.gpu_types.entry(kind.clone()).or_insert(0) += 1;

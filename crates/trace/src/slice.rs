@@ -131,6 +131,8 @@ pub(crate) struct RawJob {
     pub job_type: Option<String>,
     pub cpus: u32,
     pub memory_gib: u32,
+    /// The final status the trace records (sacct `State`, kubectl phase or condition), if any.
+    pub status: Option<String>,
 }
 
 impl RawJob {
@@ -146,6 +148,7 @@ impl RawJob {
             job_type: None,
             cpus: 0,
             memory_gib: 0,
+            status: None,
         }
     }
 }
@@ -340,7 +343,12 @@ fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadRepo
     let mut job_types: Vec<String> = Vec::new();
     let mut jobs = Vec::with_capacity(raw.len());
     let mut lines = Vec::with_capacity(raw.len());
+    let has_status = raw.iter().any(|r| r.status.is_some());
+    let mut statuses = Vec::with_capacity(if has_status { raw.len() } else { 0 });
     for (i, r) in raw.into_iter().enumerate() {
+        if has_status {
+            statuses.push(r.status.unwrap_or_else(|| "unknown".to_string()));
+        }
         let tenant = tenant_names.binary_search(&r.tenant).unwrap_or(0) as u32;
         let job_type = r.job_type.map(|name| match job_types.iter().position(|t| *t == name) {
             Some(k) => k as u32,
@@ -374,5 +382,6 @@ fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadRepo
         skipped: report.skipped.into_iter().map(|(reason, rows)| SkipCount { reason, rows }).collect(),
         notes: report.notes,
         wall_clock_origin_us: None,
+        statuses,
     }
 }

@@ -292,6 +292,7 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
         skipped: Vec::new(),
         notes: Vec::new(),
         wall_clock_origin_us: None,
+        statuses: Vec::new(),
     }
 }
 
