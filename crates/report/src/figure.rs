@@ -123,6 +123,9 @@ pub enum SeriesKind {
     Line,
     /// A step function: each point's value holds until the next point's x.
     Step,
+    /// A thin dashed line between consecutive points: references such as a
+    /// quota (drawn 1 px wide, as many short segments).
+    Dashed,
     /// A marker at each point.
     Points,
     /// A bar from zero (or the axis minimum) to each point; on a categorical x
@@ -162,6 +165,11 @@ impl Series {
         Series::of(name, SeriesKind::Step, points)
     }
 
+    /// A thin dashed reference line through `points`.
+    pub fn dashed(name: &str, points: Vec<(f64, f64)>) -> Series {
+        Series::of(name, SeriesKind::Dashed, points)
+    }
+
     /// Markers at `points`.
     pub fn points(name: &str, points: Vec<(f64, f64)>) -> Series {
         Series::of(name, SeriesKind::Points, points)
@@ -186,9 +194,11 @@ impl Series {
     }
 }
 
-/// Where the legend sits inside the plot area.
+/// Where the legend sits: beside the plot (right, the default: never hides
+/// data) or inside the plot area at a corner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LegendPosition {
+    Right,
     UpperLeft,
     UpperRight,
     LowerLeft,
@@ -212,7 +222,7 @@ pub struct Figure {
 }
 
 impl Figure {
-    /// An empty figure of [`DEFAULT_SIZE`] with the legend at the upper right.
+    /// An empty figure of [`DEFAULT_SIZE`] with the legend to the right of the plot.
     pub fn new(title: &str, x: Axis, y: Axis) -> Figure {
         Figure {
             title: title.into(),
@@ -220,7 +230,7 @@ impl Figure {
             y,
             x_categories: None,
             series: Vec::new(),
-            legend: LegendPosition::UpperRight,
+            legend: LegendPosition::Right,
             size: DEFAULT_SIZE,
         }
     }
@@ -340,10 +350,17 @@ impl Figure {
         root.fill(&WHITE)?;
         let x_axis = AxisMap::new(&self.x, self.x_range(), self.x_categories.as_deref());
         let y_axis = AxisMap::new(&self.y, self.y_range(), None);
+        // A legend beside the plot takes the widest name, the sample and padding.
+        let legend_width = if self.legend == LegendPosition::Right && !self.series.is_empty() {
+            let widest = self.series.iter().map(|s| font(13.0).box_size(&s.name).map_or(0, |b| b.0)).max();
+            widest.unwrap_or(0) as i32 + px(52.0)
+        } else {
+            0
+        };
         let mut chart = ChartBuilder::on(root)
             .caption(&self.title, font(20.0))
             .margin(px(12.0))
-            .margin_right(px(36.0))
+            .margin_right(px(36.0) + legend_width)
             .x_label_area_size(px(48.0))
             .y_label_area_size(px(72.0))
             .build_cartesian_2d(x_axis.coord(), y_axis.coord())?;
@@ -371,10 +388,10 @@ impl Figure {
             let (r, g, b) = PALETTE[series.color.unwrap_or(i) % PALETTE.len()];
             let color = RGBColor(r, g, b);
             let to_xy = |&(x, y): &(f64, f64)| (x_axis.map(x), y_axis.map(y));
-            let legend_style = color.stroke_width(stroke);
-            let drawn = match series.kind {
+            let line_style = color.stroke_width(stroke);
+            match series.kind {
                 SeriesKind::Line => {
-                    chart.draw_series(LineSeries::new(series.points.iter().map(to_xy), legend_style))?
+                    chart.draw_series(LineSeries::new(series.points.iter().map(to_xy), line_style))?
                 }
                 SeriesKind::Step => {
                     let mut steps = Vec::with_capacity(series.points.len() * 2);
@@ -384,8 +401,14 @@ impl Figure {
                         }
                         steps.push(to_xy(point));
                     }
-                    chart.draw_series(LineSeries::new(steps, legend_style))?
+                    chart.draw_series(LineSeries::new(steps, line_style))?
                 }
+                SeriesKind::Dashed => chart.draw_series(DashedLineSeries::new(
+                    series.points.iter().map(to_xy),
+                    px(6.0),
+                    px(4.0),
+                    color.stroke_width(px(1.0).max(1) as u32),
+                ))?,
                 SeriesKind::Points => chart.draw_series(
                     series.points.iter().map(|p| Circle::new(to_xy(p), px(3.0), color.filled())),
                 )?,
@@ -412,44 +435,80 @@ impl Figure {
                     chart.draw_series(std::iter::once(Polygon::new(outline, color.mix(0.22).filled())))?
                 }
             };
-            let kind = series.kind;
-            drawn.label(series.name.as_str()).legend(move |(x, y)| -> DynElement<'static, DB, (i32, i32)> {
-                // (x, y) is the left end of the legend sample's slot.
-                let width = px(20.0);
-                match kind {
-                    SeriesKind::Bars | SeriesKind::Band => {
-                        let fill =
-                            if kind == SeriesKind::Band { color.mix(0.35).filled() } else { color.filled() };
-                        Rectangle::new([(x, y - px(5.0)), (x + width, y + px(5.0))], fill).into_dyn()
-                    }
-                    SeriesKind::Points => Circle::new((x + width / 2, y), px(4.0), color.filled()).into_dyn(),
-                    // A thick dash, drawn as a rectangle so that the only polylines in a
-                    // series' color are its data (tests count their points).
-                    _ => Rectangle::new([(x, y - px(1.5)), (x + width, y + px(1.5))], color.filled())
-                        .into_dyn(),
-                }
-            });
         }
+        // The legend is drawn on the root area: plotters' own is clipped to the
+        // plot, so it cannot sit beside it.
         if !self.series.is_empty() {
-            let position = match self.legend {
-                LegendPosition::UpperLeft => SeriesLabelPosition::UpperLeft,
-                LegendPosition::UpperRight => SeriesLabelPosition::UpperRight,
-                LegendPosition::LowerLeft => SeriesLabelPosition::LowerLeft,
-                LegendPosition::LowerRight => SeriesLabelPosition::LowerRight,
-            };
-            chart
-                .configure_series_labels()
-                .position(position)
-                .margin(px(8.0))
-                .legend_area_size(px(26.0))
-                .label_font(font(13.0))
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(160, 160, 160))
-                .draw()?;
+            let (left, top) = chart.plotting_area().get_base_pixel();
+            let (width, height) = chart.plotting_area().dim_in_pixel();
+            self.draw_legend(root, scale, (left, top, width as i32, height as i32))?;
         } else {
             let (w, h) = root.dim_in_pixel();
             let style = font(15.0).color(&RGBColor(120, 120, 120)).pos(Pos::new(HPos::Center, VPos::Center));
             root.draw_text("no data", &style, (w as i32 / 2, h as i32 / 2))?;
+        }
+        Ok(())
+    }
+
+    /// The legend: a box listing each series' sample and name, beside the plot
+    /// (`plot` = left, top, width, height in pixels) or inside one of its corners.
+    fn draw_legend<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        scale: f64,
+        (left, top, width, height): (i32, i32, i32, i32),
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        let px = |v: f64| (v * scale).round() as i32;
+        let font = (FONT_FAMILY, 13.0 * scale).into_font();
+        let widest = self.series.iter().map(|s| font.box_size(&s.name).map_or(0, |b| b.0)).max().unwrap_or(0);
+        let (pad, row, sample, gap) = (px(8.0), px(20.0), px(20.0), px(8.0));
+        let box_width = pad + sample + gap + widest as i32 + pad;
+        let box_height = pad * 2 + row * self.series.len() as i32;
+        let margin = px(8.0);
+        let (x0, y0) = match self.legend {
+            LegendPosition::Right => (left + width + px(14.0), top),
+            LegendPosition::UpperLeft => (left + margin, top + margin),
+            LegendPosition::UpperRight => (left + width - margin - box_width, top + margin),
+            LegendPosition::LowerLeft => (left + margin, top + height - margin - box_height),
+            LegendPosition::LowerRight => {
+                (left + width - margin - box_width, top + height - margin - box_height)
+            }
+        };
+        let corners = [(x0, y0), (x0 + box_width, y0 + box_height)];
+        root.draw(&Rectangle::new(corners, WHITE.mix(0.85).filled()))?;
+        root.draw(&Rectangle::new(corners, RGBColor(160, 160, 160)))?;
+        let label = font.color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+        for (i, series) in self.series.iter().enumerate() {
+            let (r, g, b) = PALETTE[series.color.unwrap_or(i) % PALETTE.len()];
+            let color = RGBColor(r, g, b);
+            let (x, y) = (x0 + pad, y0 + pad + row * i as i32 + row / 2);
+            // Samples are rectangles and circles, never polylines: the only polylines
+            // in a series' color are its data (tests count their points).
+            match series.kind {
+                SeriesKind::Bars => {
+                    root.draw(&Rectangle::new([(x, y - px(5.0)), (x + sample, y + px(5.0))], color.filled()))?
+                }
+                SeriesKind::Band => root.draw(&Rectangle::new(
+                    [(x, y - px(5.0)), (x + sample, y + px(5.0))],
+                    color.mix(0.35).filled(),
+                ))?,
+                SeriesKind::Points => {
+                    root.draw(&Circle::new((x + sample / 2, y), px(4.0), color.filled()))?
+                }
+                SeriesKind::Line | SeriesKind::Step => {
+                    root.draw(&Rectangle::new([(x, y - px(1.5)), (x + sample, y + px(1.5))], color.filled()))?
+                }
+                SeriesKind::Dashed => {
+                    for dash in [0, 2] {
+                        let x = x + sample * dash / 4 + px(1.0);
+                        root.draw(&Rectangle::new(
+                            [(x, y - px(0.5)), (x + sample / 4, y + px(0.5))],
+                            color.filled(),
+                        ))?
+                    }
+                }
+            }
+            root.draw_text(&series.name, &label, (x + sample + gap, y))?;
         }
         Ok(())
     }
