@@ -571,7 +571,10 @@ fn resolve_range(axis: &Axis, values: impl Iterator<Item = f64>, zero: Zero) -> 
     }
     match axis.scale {
         Scale::Log => {
-            let low = 10f64.powf(low.log10().floor());
+            // A minimum that is itself a power of ten gets a decade below it, so
+            // that bars of that value are seen.
+            let decade = low.log10().floor();
+            let low = 10f64.powf(if 10f64.powf(decade) >= low { decade - 1.0 } else { decade });
             let mut high = 10f64.powf(high.log10().ceil());
             if high <= low {
                 high = low * 10.0;
@@ -594,16 +597,17 @@ fn resolve_range(axis: &Axis, values: impl Iterator<Item = f64>, zero: Zero) -> 
     }
 }
 
-/// A round tick step (1, 2 or 5 times a power of ten) giving about five intervals over `span`.
+/// A round tick step (1, 2 or 5 times a power of ten) giving four to eight intervals over `span`.
 fn nice_step(span: f64) -> f64 {
     let raw = span / 5.0;
     let magnitude = 10f64.powf(raw.log10().floor());
     let fraction = raw / magnitude;
-    let nice = if fraction <= 1.0 {
+    // Nearest, not next larger: a range rounded to the step wastes less of the plot.
+    let nice = if fraction < 1.5 {
         1.0
-    } else if fraction <= 2.0 {
+    } else if fraction < 3.0 {
         2.0
-    } else if fraction <= 5.0 {
+    } else if fraction < 7.0 {
         5.0
     } else {
         10.0

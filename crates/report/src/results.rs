@@ -316,12 +316,32 @@ fn parse_sim_results(file: &str, text: &str, value: &Value) -> Result<SimResults
         });
     }
     // From the text, not the value, so that errors carry a line and column.
-    let results: SimResults = serde_json::from_str(text).map_err(|e| ResultsError::Field {
-        file: file.into(),
-        detail: format!("line {} column {}: {e}", e.line(), e.column()),
+    let results: SimResults = serde_json::from_str(text).map_err(|e| {
+        let message = e.to_string();
+        let message = message.trim_end_matches(&format!(" at line {} column {}", e.line(), e.column()));
+        // serde names a missing field but not the field of a value of the wrong type.
+        let field =
+            if message.starts_with("missing field") { None } else { key_before(text, e.line(), e.column()) };
+        let detail = match field {
+            Some(key) => format!("line {} column {}: field \"{key}\": {message}", e.line(), e.column()),
+            None => format!("line {} column {}: {message}", e.line(), e.column()),
+        };
+        ResultsError::Field { file: file.into(), detail }
     })?;
     check_sim_results(file, &results)?;
     Ok(results)
+}
+
+/// The object key whose value holds position (`line`, `column`, 1-based) of
+/// `text`: the nearest `"key":` before it (for a value inside an array, the
+/// array's key).
+fn key_before(text: &str, line: usize, column: usize) -> Option<String> {
+    let line_start: usize = text.split_inclusive('\n').take(line.saturating_sub(1)).map(str::len).sum();
+    let end = (line_start + column).min(text.len());
+    let before = text.get(..end)?;
+    let colon = before.rfind("\":")?;
+    let key_start = before[..colon].rfind('"')? + 1;
+    Some(before[key_start..colon].to_string())
 }
 
 /// Cross-field checks serde cannot make: column lengths and indices.
@@ -509,5 +529,9 @@ mod tests {
             .contains("field \"version\": 7, but this build reads version 1"));
         assert!(message(r#"{"kind": "cotenant-sim-results", "version": 1, "workload": {}}"#)
             .contains("missing field `cluster_gpus`"));
+        assert_eq!(
+            message("{\"kind\":\"cotenant-sim-results\",\"version\":1,\n\"cluster_gpus\":\"many\"}"),
+            "bad.json: line 2 column 21: field \"cluster_gpus\": invalid type: string \"many\", expected u32"
+        );
     }
 }
