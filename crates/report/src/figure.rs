@@ -352,17 +352,17 @@ impl Figure {
         let y_axis = AxisMap::new(&self.y, self.y_range(), None);
         // A legend beside the plot takes the widest name, the sample and padding.
         let legend_width = if self.legend == LegendPosition::Right && !self.series.is_empty() {
-            let widest = self.series.iter().map(|s| font(13.0).box_size(&s.name).map_or(0, |b| b.0)).max();
+            let widest = self.series.iter().map(|s| font(15.0).box_size(&s.name).map_or(0, |b| b.0)).max();
             widest.unwrap_or(0) as i32 + px(52.0)
         } else {
             0
         };
         let mut chart = ChartBuilder::on(root)
-            .caption(&self.title, font(20.0))
+            .caption(&self.title, font(22.0))
             .margin(px(12.0))
             .margin_right(px(36.0) + legend_width)
-            .x_label_area_size(px(48.0))
-            .y_label_area_size(px(72.0))
+            .x_label_area_size(px(52.0))
+            .y_label_area_size(px(76.0))
             .build_cartesian_2d(x_axis.coord(), y_axis.coord())?;
         let x_format = |v: &f64| x_axis.label(*v);
         let y_format = |v: &f64| y_axis.label(*v);
@@ -376,8 +376,8 @@ impl Figure {
             .y_desc(self.y.title())
             .x_label_formatter(&x_format)
             .y_label_formatter(&y_format)
-            .label_style(font(13.0))
-            .axis_desc_style(font(15.0))
+            .label_style(font(15.0))
+            .axis_desc_style(font(17.0))
             .x_labels(x_axis.ticks.len().max(2))
             .y_labels(y_axis.ticks.len().max(2))
             .draw()?;
@@ -459,9 +459,9 @@ impl Figure {
         (left, top, width, height): (i32, i32, i32, i32),
     ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
         let px = |v: f64| (v * scale).round() as i32;
-        let font = (FONT_FAMILY, 13.0 * scale).into_font();
+        let font = (FONT_FAMILY, 15.0 * scale).into_font();
         let widest = self.series.iter().map(|s| font.box_size(&s.name).map_or(0, |b| b.0)).max().unwrap_or(0);
-        let (pad, row, sample, gap) = (px(8.0), px(20.0), px(20.0), px(8.0));
+        let (pad, row, sample, gap) = (px(8.0), px(22.0), px(20.0), px(8.0));
         let box_width = pad + sample + gap + widest as i32 + pad;
         let box_height = pad * 2 + row * self.series.len() as i32;
         let margin = px(8.0);
@@ -571,15 +571,19 @@ fn resolve_range(axis: &Axis, values: impl Iterator<Item = f64>, zero: Zero) -> 
     }
     match axis.scale {
         Scale::Log => {
-            // A minimum that is itself a power of ten gets a decade below it, so
-            // that bars of that value are seen.
-            let decade = low.log10().floor();
-            let low = 10f64.powf(if 10f64.powf(decade) >= low { decade - 1.0 } else { decade });
-            let mut high = 10f64.powf(high.log10().ceil());
-            if high <= low {
-                high = low * 10.0;
+            // Wide ranges end on decades; narrow ones (under two decades) on the
+            // 1-2-5 sequence. A minimum that is itself on the grid gets one step
+            // below it, so that bars of that value are seen.
+            let wide = high / low > 100.0;
+            let mut snapped_low = snap_log(low, wide, false);
+            if snapped_low >= low {
+                snapped_low = snap_log(snapped_low * 0.999, wide, false);
             }
-            (low, high)
+            let mut snapped_high = snap_log(high, wide, true);
+            if snapped_high <= snapped_low {
+                snapped_high = snapped_low * 10.0;
+            }
+            (snapped_low, snapped_high)
         }
         Scale::Linear => {
             let close = (low > 0.0 && low < high * 0.5) || (high < 0.0 && high > low * 0.5);
@@ -595,6 +599,38 @@ fn resolve_range(axis: &Axis, values: impl Iterator<Item = f64>, zero: Zero) -> 
             ((low / step).floor() * step, (high / step).ceil() * step)
         }
     }
+}
+
+/// The nearest grid value at or below (`up`: at or above) `value` > 0: a power
+/// of ten when `decades`, else 1, 2 or 5 times one.
+fn snap_log(value: f64, decades: bool, up: bool) -> f64 {
+    let decade = 10f64.powf(value.log10().floor());
+    let multiples: &[f64] = if decades { &[1.0, 10.0] } else { &[1.0, 2.0, 5.0, 10.0] };
+    let candidates = multiples.iter().map(|m| m * decade);
+    if up {
+        candidates.into_iter().find(|&c| c >= value * (1.0 - 1e-12)).unwrap_or(decade * 10.0)
+    } else {
+        candidates.into_iter().rev().find(|&c| c <= value * (1.0 + 1e-12)).unwrap_or(decade)
+    }
+}
+
+/// Ticks of a log axis over `low..=high` (data values): decades (every k-th, at
+/// most 8) over wide ranges, 1-2-5 within two decades.
+fn log_ticks(low: f64, high: f64) -> Vec<f64> {
+    let (first, last) = (low.log10().floor() as i32, high.log10().ceil() as i32);
+    let decades = last - first;
+    let multiples: &[f64] = if decades > 2 { &[1.0] } else { &[1.0, 2.0, 5.0] };
+    let every = ((decades as f64) / 8.0).ceil().max(1.0) as i32;
+    let mut ticks = Vec::new();
+    for exponent in (first..=last).filter(|e| (e - first) % every == 0) {
+        for m in multiples {
+            let value = m * 10f64.powi(exponent);
+            if value >= low * (1.0 - 1e-9) && value <= high * (1.0 + 1e-9) {
+                ticks.push(value);
+            }
+        }
+    }
+    ticks
 }
 
 /// A round tick step (1, 2 or 5 times a power of ten) giving four to eight intervals over `span`.
@@ -640,10 +676,11 @@ impl<'a> AxisMap<'a> {
             Scale::Linear => (Scale::Linear, low, high),
         };
         let high = if high > low { high } else { low + 1.0 };
-        let step = match scale {
-            Scale::Log => ((high - low) / 8.0).ceil().max(1.0),
-            Scale::Linear => nice_step(high - low),
-        };
+        if scale == Scale::Log {
+            let ticks = log_ticks(10f64.powf(low), 10f64.powf(high)).iter().map(|t| t.log10()).collect();
+            return AxisMap { scale, low, high, ticks, step: 1.0, categories: None };
+        }
+        let step = nice_step(high - low);
         let first = (low / step - 1e-9).ceil() as i64;
         let last = (high / step + 1e-9).floor() as i64;
         let ticks = (first..=last).take(50).map(|k| k as f64 * step).collect();
@@ -683,7 +720,10 @@ impl<'a> AxisMap<'a> {
         }
         match self.scale {
             Scale::Log => {
-                let value = 10f64.powf(plotted.round());
+                // Ticks sit on 1, 2 or 5 times a power of ten: undo log10's rounding.
+                let value = 10f64.powf(plotted);
+                let magnitude = 10f64.powf(value.log10().floor());
+                let value = (value / magnitude).round() * magnitude;
                 format_number(value, value)
             }
             Scale::Linear => format_number(plotted, self.step),
@@ -838,6 +878,24 @@ mod tests {
         figure.to_png().unwrap();
         let empty = Figure::new("nothing", Axis::linear("x", "s"), Axis::linear("y", "s"));
         assert!(empty.to_svg().unwrap().contains("no data"));
+    }
+
+    #[test]
+    fn log_axes_use_decades_when_wide_and_one_two_five_when_narrow() {
+        assert_eq!(log_ticks(1.0, 10_000.0), vec![1.0, 10.0, 100.0, 1000.0, 10_000.0]);
+        assert_eq!(log_ticks(20_000.0, 200_000.0), vec![20_000.0, 50_000.0, 100_000.0, 200_000.0]);
+        let mut narrow = Figure::new("t", Axis::linear("x", "s"), Axis::log("y", "s"));
+        narrow.push(Series::line("a", vec![(0.0, 430_000.0), (1.0, 700_000.0)]));
+        assert_eq!(narrow.y_range(), (200_000.0, 1_000_000.0));
+        // A minimum on the grid gets one step below it (bars of that value show).
+        let mut on_grid = Figure::new("t", Axis::linear("x", "s"), Axis::log("y", "s"));
+        on_grid.push(Series::bars("a", vec![(0.0, 1.0), (1.0, 3.0)]));
+        assert_eq!(on_grid.y_range(), (0.5, 5.0));
+        let labels: Vec<String> = log_ticks(0.5, 5.0)
+            .iter()
+            .map(|t| AxisMap::new(&on_grid.y, (0.5, 5.0), None).label(t.log10()))
+            .collect();
+        assert_eq!(labels, ["0.5", "1", "2", "5"]);
     }
 
     #[test]

@@ -296,7 +296,7 @@ a { color: var(--accent); }
 p.note { background: var(--note); border-left: 4px solid #e69f00; padding: .5rem .8rem; white-space: pre-wrap; }
 pre { background: #f6f6f6; padding: .6rem .8rem; overflow-x: auto; font-size: .8rem; }
 figure { margin: 1.2rem 0; }
-figure svg { display: block; max-width: 100%; height: auto; border: 1px solid #eee; }
+figure svg { display: block; width: 100%; max-width: 60rem; height: auto; border: 1px solid #eee; }
 figcaption { color: var(--muted); font-size: .9rem; margin-top: .3rem; max-width: 50rem; }
 .table { overflow-x: auto; margin: 1rem 0; }
 table { border-collapse: collapse; font-size: .85rem; font-variant-numeric: tabular-nums; }
