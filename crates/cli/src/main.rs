@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod analyze_cmd;
 mod bench_cmd;
 mod progress;
+mod report_cmd;
 mod serve_cmd;
 mod sim_cmd;
 mod workload;
@@ -39,6 +40,12 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Simulate multi-tenant LLM serving (default: the bundled Azure code + conv traces as two tenants).
     ServeSim(Box<serve_cmd::ServeSimArgs>),
+    /// Make one self-contained HTML report (figures and tables) from saved results.
+    ///
+    /// Reads any mix of `cotenant sim --save` files and sweep results.json files; with
+    /// --figures DIR also writes every figure as SVG and PNG. docs/report.md describes
+    /// each figure.
+    Report(report_cmd::ReportArgs),
     /// Plan capacity: the GPUs and replicas a serving load needs (`plan serve`).
     Plan {
         #[command(subcommand)]
@@ -65,6 +72,7 @@ fn main() -> std::process::ExitCode {
             Ok(())
         }
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args),
         Command::ServeSim(args) => serve_cmd::run_serve_sim(*args),
         Command::Plan { what: PlanCommand::Serve(args) } => serve_cmd::run_plan_serve(*args),
         Command::Analyze(args) => analyze_cmd::run(*args),
