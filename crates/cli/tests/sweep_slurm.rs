@@ -14,7 +14,9 @@ use common::{cotenant, stderr, stdout, temp_dir};
 fn slurm_unavailable() -> Option<String> {
     let out = match Command::new("sinfo").args(["-h", "-o", "%T"]).output() {
         Ok(out) => out,
-        Err(e) => return Some(format!("sinfo cannot run ({e}); scripts/slurm-local.sh installs and starts Slurm")),
+        Err(e) => {
+            return Some(format!("sinfo cannot run ({e}); scripts/slurm-local.sh installs and starts Slurm"))
+        }
     };
     if !out.status.success() {
         return Some(format!("sinfo failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
@@ -37,8 +39,17 @@ fn an_emitted_job_array_runs_on_slurm_and_merges_into_the_local_runs_bytes() {
     let (local, array) = (dir.join("local"), dir.join("array"));
     let _ = std::fs::remove_dir_all(&array);
     let grid = [
-        "sweep", "--synthetic", "jobs=150,rate=20/h,tenants=3", "--cluster", "nodes=6,gpus-per-node=8", "--policy",
-        "fifo,srtf,las", "--load", "0.8,1.25", "--seeds", "0..2",
+        "sweep",
+        "--synthetic",
+        "jobs=150,rate=20/h,tenants=3",
+        "--cluster",
+        "nodes=6,gpus-per-node=8",
+        "--policy",
+        "fifo,srtf,las",
+        "--load",
+        "0.8,1.25",
+        "--seeds",
+        "0..2",
     ];
     let out = cotenant(&[&grid[..], &["--out", local.to_str().unwrap()]].concat());
     assert!(out.status.success(), "{}", stderr(&out));
@@ -46,7 +57,11 @@ fn an_emitted_job_array_runs_on_slurm_and_merges_into_the_local_runs_bytes() {
     // 12 cells in chunks of 5: three array tasks, the last one short.
     let out = cotenant(&[&grid[..], &["--emit", "slurm", array.to_str().unwrap(), "--chunk", "5"]].concat());
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("3 array task(s) of up to 5 cell(s) each, 12 cells in all"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("3 array task(s) of up to 5 cell(s) each, 12 cells in all"),
+        "{}",
+        stdout(&out)
+    );
     let script = array.join("sweep.sbatch");
     let text = std::fs::read_to_string(&script).unwrap();
     assert!(text.contains("#SBATCH --array=0-2"), "{text}");

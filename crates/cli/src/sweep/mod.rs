@@ -43,7 +43,7 @@ pub struct SweepArgs {
 #[derive(Debug, Subcommand)]
 pub enum SweepMode {
     /// Cells are `cotenant sim` runs (the default): policies x --vary x --load x --seeds.
-    Sim(SimSweepArgs),
+    Sim(Box<SimSweepArgs>),
     /// Cells are `cotenant serve-sim` runs: schedulers (--scheduler) x --load (arrival rate) x --seeds.
     Serve(Box<ServeSweepArgs>),
 }
@@ -134,18 +134,10 @@ pub struct ServeSweepArgs {
 
 /// Runs `cotenant sweep`.
 pub fn run(args: SweepArgs) -> Result<()> {
-    if let Some(dir) = &args.sim.exec.merge {
-        return merge(dir);
-    }
     match args.mode {
         None => run_sim(args.sim),
-        Some(SweepMode::Sim(sim)) => run_sim(sim),
-        Some(SweepMode::Serve(serve)) => {
-            if let Some(dir) = &serve.exec.merge {
-                return merge(dir);
-            }
-            run_serve(*serve)
-        }
+        Some(SweepMode::Sim(sim)) => run_sim(*sim),
+        Some(SweepMode::Serve(serve)) => run_serve(*serve),
     }
 }
 
@@ -358,6 +350,9 @@ fn sim_row(grid: &Grid, cell: &Cell, s: &cotenant_sim::Summary) -> Row {
 }
 
 fn run_sim(args: SimSweepArgs) -> Result<()> {
+    if let Some(dir) = &args.exec.merge {
+        return merge(dir);
+    }
     if args.run.seed != 0 {
         bail!(
             "--seed {}: a sweep sets each run's seed from --seeds (e.g. --seeds {})",
@@ -532,6 +527,9 @@ fn serve_row(grid: &Grid, cell: &Cell, s: &cotenant_serve::Summary) -> Row {
 }
 
 fn run_serve(args: ServeSweepArgs) -> Result<()> {
+    if let Some(dir) = &args.exec.merge {
+        return merge(dir);
+    }
     let serve = &args.serve;
     for (set, flag) in [
         (serve.json, "--json"),
