@@ -385,13 +385,11 @@ fn run_sim(args: SimSweepArgs) -> Result<()> {
     set_threads(exec.threads)?;
     let mut sweep = SimSweep { args, grid, synthetic, bases: BTreeMap::new() };
     // Every base workload, prepared once (in parallel; each is deterministic).
-    let mut keys: Vec<(u64, u64)> = (0..sweep.grid.len())
-        .step_by(1)
+    let keys: Vec<(u64, u64)> = (0..sweep.grid.len())
         .map(|i| sweep.key(&sweep.grid.cell(i)))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    keys.sort_unstable();
     let prepared: Vec<Result<Prepared>> =
         keys.par_iter().map(|&key| prepare(&sweep.workload_args(key))).collect();
     for (key, prepared) in keys.iter().zip(prepared) {
