@@ -105,8 +105,9 @@ pub struct ExecArgs {
     pub merge: Option<PathBuf>,
 }
 
-/// A sweep of `sim` runs.
+/// A sweep of `sim` runs. `--seed` is hidden: `--seeds` sets each cell's seed.
 #[derive(Debug, Clone, clap::Args)]
+#[command(mut_arg("seed", |a| a.hide(true)))]
 pub struct SimSweepArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
@@ -122,7 +123,11 @@ pub struct SimSweepArgs {
 }
 
 /// A sweep of `serve-sim` runs: the serve-sim flags, with `--scheduler` as the policy axis.
+/// Hidden: `--seed` (`--seeds` sets each cell's seed) and the per-run outputs a sweep refuses.
 #[derive(Debug, Clone, clap::Args)]
+#[command(mut_arg("seed", |a| a.hide(true)))]
+#[command(mut_arg("json", |a| a.hide(true)), mut_arg("bench", |a| a.hide(true)))]
+#[command(mut_arg("goodput", |a| a.hide(true)), mut_arg("windows", |a| a.hide(true)))]
 pub struct ServeSweepArgs {
     #[command(flatten)]
     pub serve: ServeSimArgs,
