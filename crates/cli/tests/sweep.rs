@@ -513,3 +513,86 @@ fn bad_inputs_are_errors_naming_the_problem() {
         "--load-mode cluster",
     );
 }
+
+#[test]
+fn the_emitted_job_script_runs_each_chunk_without_slurm_and_merges_into_the_local_runs_bytes() {
+    // What each Slurm array task does, run here by hand: bash with SLURM_ARRAY_TASK_ID set.
+    let dir = temp_dir("sweep-emit");
+    let (local, array) = (dir.join("local"), dir.join("array"));
+    ok(&sweep(&["--out", local.to_str().unwrap()]));
+    let text =
+        ok(&sweep(&["--emit", "slurm", array.to_str().unwrap(), "--chunk", "3", "--cpus-per-task", "2"]));
+    assert!(
+        text.contains("3 array task(s) of up to 3 cell(s) each, 8 cells in all, 2 CPU(s) per task"),
+        "{text}"
+    );
+    let script = std::fs::read_to_string(array.join("sweep.sbatch")).unwrap();
+    for line in ["#SBATCH --array=0-2", "#SBATCH --cpus-per-task=2", "CHUNK=3", "CELLS=8", "--threads 2"] {
+        assert!(script.contains(line), "{line} missing:\n{script}");
+    }
+    let exec = script.lines().find(|l| l.starts_with("exec ")).unwrap();
+    assert!(!exec.contains("--emit") && !exec.contains("--chunk"), "the tasks must not emit again:\n{exec}");
+    assert!(exec.contains("'--policy' 'fifo,las' '--load' '0.8,1.25'"), "{exec}");
+    for task in ["2", "0", "1"] {
+        let out = std::process::Command::new("bash")
+            .arg(array.join("sweep.sbatch"))
+            .env("SLURM_ARRAY_TASK_ID", task)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "task {task}: {}", stderr(&out));
+        let expected = ["cells 0..3", "cells 3..6", "cells 6..8"][task.parse::<usize>().unwrap()];
+        assert!(stdout(&out).contains(expected), "task {task}: {}", stdout(&out));
+    }
+    ok(&cotenant(&["sweep", "--merge", array.to_str().unwrap()]));
+    assert_eq!(read(&local, "results.csv"), read(&array, "results.csv"));
+    assert_eq!(read(&local, "results.json"), read(&array, "results.json"));
+    fails_naming(&sweep(&["--emit", "slurm", array.to_str().unwrap(), "--chunk", "0"]), "--chunk 0");
+}
+
+#[test]
+fn unhealthy_cells_are_kept_flagged_and_counted() {
+    let dir = temp_dir("sweep-unhealthy").join("out");
+    // 40 engine steps cannot finish 150 jobs: every run stops at the limit.
+    let text = ok(&cotenant(&[
+        "sweep",
+        "--synthetic",
+        SYNTHETIC,
+        "--cluster",
+        SMALL,
+        "--policy",
+        "fifo",
+        "--max-steps",
+        "40",
+        "--out",
+        dir.to_str().unwrap(),
+    ]));
+    assert!(text.contains("warning: 1 cell(s) unhealthy"), "{text}");
+    let json: Value = serde_json::from_slice(&read(&dir, "results.json")).unwrap();
+    assert_eq!(json["rows"][0]["healthy"], false);
+    assert!(json["rows"][0]["unfinished"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_grid_file_for_the_other_mode_is_refused() {
+    let dir = temp_dir("sweep-mode");
+    let grid = dir.join("serve.toml");
+    std::fs::write(&grid, "mode = \"serve\"\nschedulers = [\"fcfs\"]\n").unwrap();
+    fails_naming(
+        &cotenant(&["sweep", "--synthetic", SYNTHETIC, "--grid", grid.to_str().unwrap(), "--out", "x"]),
+        "field mode is \"serve\" but this is a sim sweep",
+    );
+    fails_naming(
+        &cotenant(&[
+            "sweep",
+            "--synthetic",
+            SYNTHETIC,
+            "--grid",
+            grid.to_str().unwrap(),
+            "--load",
+            "2",
+            "--out",
+            "x",
+        ]),
+        "cannot be used with",
+    );
+}
