@@ -261,11 +261,16 @@ pub struct GridFile {
     pub vary: Vec<(String, Vec<String>)>,
 }
 
-/// The line of `key = ...` in a TOML text (1-based), for error messages; 0 if not found.
+/// The line of `key = ...` (or of a `[key]` or `[[key]]` header) in a TOML text
+/// (1-based), for error messages; 0 if not found.
 fn line_of(text: &str, key: &str) -> usize {
     text.lines()
         .position(|line| {
             let line = line.trim_start();
+            let header = line.trim_start_matches('[').trim_end().trim_end_matches(']');
+            if line.starts_with('[') && header.trim() == key {
+                return true;
+            }
             let rest = line
                 .strip_prefix(key)
                 .or_else(|| line.strip_prefix(&format!("\"{key}\"")))
