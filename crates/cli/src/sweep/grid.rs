@@ -139,10 +139,13 @@ impl Grid {
         }
         for (i, &load) in self.loads.iter().enumerate() {
             if !(load.is_finite() && load > 0.0 && load <= MAX_LOAD) {
-                bail!("load factor {load}: must be a finite number in (0, {MAX_LOAD}] (1 = the workload as given)");
+                bail!(
+                    "load factor {}: must be a finite number in (0, {MAX_LOAD}] (1 = the workload as given)",
+                    show(load)
+                );
             }
             if self.loads[..i].contains(&load) {
-                bail!("load factor {load} is listed twice");
+                bail!("load factor {} is listed twice", show(load));
             }
         }
         if self.seeds.is_empty() {
@@ -197,6 +200,16 @@ impl Grid {
             "seeds": self.seeds,
             "fixed": fixed,
         })
+    }
+}
+
+/// A number for messages: plain, or in scientific notation when tiny or huge
+/// (`1e-300`, not three hundred zeros).
+pub fn show(value: f64) -> String {
+    if value != 0.0 && !(1e-4..1e9).contains(&value.abs()) {
+        format!("{value:e}")
+    } else {
+        format!("{value}")
     }
 }
 

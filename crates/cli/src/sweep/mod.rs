@@ -26,7 +26,7 @@ use rayon::prelude::*;
 use crate::serve_cmd::{load_workload, sweep_run, ServeSimArgs};
 use crate::sim_cmd::{build_policies, rate_model, run_one, set_threads, sim_config, RunArgs};
 use crate::workload::{prepare, Prepared, WorkloadArgs};
-use grid::{parse_cells, parse_seeds, parse_vary, read_grid_file, Cell, Grid, LoadMode, Mode};
+use grid::{parse_cells, parse_seeds, parse_vary, read_grid_file, show, Cell, Grid, LoadMode, Mode};
 use store::{Field, Row, Store};
 
 /// `cotenant sweep [sim|serve] ...`: without a subcommand, a `sim` sweep.
@@ -292,7 +292,8 @@ fn reshape_prepared(base: &Prepared, jitter: Option<u64>, factor: f64) -> Result
     let span = reshaped.last().copied().unwrap_or(0) - reshaped.first().copied().unwrap_or(0);
     if span > MAX_ARRIVAL_SPAN.0 {
         bail!(
-            "load factor {factor}: the arrivals would span {:.0} days, over core::limits::MAX_ARRIVAL_SPAN ({} days)",
+            "load factor {}: the arrivals would span {:.0} days, over core::limits::MAX_ARRIVAL_SPAN ({} days)",
+            show(factor),
             span as f64 / 86_400e6,
             MAX_ARRIVAL_SPAN.0 / 86_400_000_000
         );
@@ -375,9 +376,12 @@ fn run_sim(args: SimSweepArgs) -> Result<()> {
             let target = args.workload.target_load * load;
             if !(target > 0.0 && target <= 1.5) {
                 bail!(
-                    "load factor {load}: --load-mode cluster sizes the cluster for target load {} x {load} = {target}, \
+                    "load factor {}: --load-mode cluster sizes the cluster for target load {} x {} = {}, \
                      outside the sizing rule's (0, 1.5]",
-                    args.workload.target_load
+                    show(load),
+                    args.workload.target_load,
+                    show(load),
+                    show(target)
                 );
             }
         }
@@ -405,7 +409,7 @@ fn run_sim(args: SimSweepArgs) -> Result<()> {
                 what.push(format!("seed {seed}"));
             }
             if sweep.grid.load_mode == LoadMode::Cluster {
-                what.push(format!("load factor {load}"));
+                what.push(format!("load factor {}", show(load)));
             }
             if what.is_empty() {
                 "preparing the workload".to_string()
@@ -476,7 +480,8 @@ fn reshape_requests(
     let span = reshaped.last().copied().unwrap_or(0) - reshaped.first().copied().unwrap_or(0);
     if span > MAX_REQUEST_SPAN.0 {
         bail!(
-            "load factor {factor}: the requests would arrive over {:.3e} s, over core::limits::MAX_REQUEST_SPAN ({} s)",
+            "load factor {}: the requests would arrive over {:.3e} s, over core::limits::MAX_REQUEST_SPAN ({} s)",
+            show(factor),
             span as f64 / 1e6,
             MAX_REQUEST_SPAN.0 / 1_000_000
         );
@@ -607,7 +612,7 @@ fn describe_cell(grid: &Grid, cell: &Cell) -> String {
         cell.index,
         if grid.mode == Mode::Sim { "policy" } else { "scheduler" },
         grid.policies[cell.policy],
-        cell.load,
+        show(cell.load),
         grid.load_mode.name(),
         cell.seed,
         if options.is_empty() { String::new() } else { format!(", options {options}") }
