@@ -10,7 +10,7 @@ mod store;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Subcommand;
@@ -654,7 +654,8 @@ fn execute(
     let todo: Vec<usize> = range.clone().filter(|&i| !store.has_cell(i)).collect();
     let skipped = range.len() - todo.len();
     let threads = rayon::current_num_threads();
-    let bar = ProgressBar::with_draw_target(Some(todo.len() as u64), ProgressDrawTarget::stderr());
+    // Like `progress::RunProgress`: shown (on a terminal) once the sweep has taken a second.
+    let bar = ProgressBar::with_draw_target(Some(todo.len() as u64), ProgressDrawTarget::hidden());
     bar.set_style(
         ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} cells, {elapsed} elapsed, ~{eta} left")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -672,6 +673,9 @@ fn execute(
                     store.write_cell(index, &row).map(|()| healthy)
                 })
                 .with_context(|| describe_cell(grid, &cell));
+            if bar.is_hidden() && started.elapsed() > Duration::from_secs(1) {
+                bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
             bar.inc(1);
             (index, outcome)
         })
