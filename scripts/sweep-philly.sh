@@ -7,7 +7,8 @@
 # Writes the "## Sweep" section of docs/performance.md (replacing it if present; no other
 # section changes). Usage: scripts/sweep-philly.sh   (SWEEP_DIR=... for the scratch dir,
 # default target/sweep-philly; SWEEP_CHUNK=N cells per array task, default 5; SWEEP_REPEATS=N
-# timed runs per thread count, default 3)
+# timed runs per thread count, default 3; SWEEP_QUIET_WAIT=S: before each timed run, wait up to S
+# seconds for a quiet machine, i.e. 5 s in a row with nothing else runnable, default 0)
 set -Eeuo pipefail
 # Shared prelude: error trap, repository root, TARGET_DIR, BIN, build_cotenant.
 source "$(dirname "$0")/common.sh"
@@ -15,6 +16,7 @@ build_cotenant
 DIR=${SWEEP_DIR:-$TARGET_DIR/sweep-philly}
 CHUNK=${SWEEP_CHUNK:-5}
 REPEATS=${SWEEP_REPEATS:-3}
+QUIET_WAIT=${SWEEP_QUIET_WAIT:-0}
 DOC=docs/performance.md
 GRID=(--policy fifo,sjf,srtf,las,tiresias --load 0.5,0.75,1,1.25,1.5,2 --seeds 0..3)
 SHOWN="cotenant sweep ${GRID[*]}"
@@ -24,12 +26,26 @@ mkdir -p "$DIR"
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 load_average() { cut -d' ' -f1 /proc/loadavg; }
+# wait_quiet: up to QUIET_WAIT s for 5 s in a row where /proc/loadavg counts one runnable
+# task (the reader itself); says yes or no.
+wait_quiet() {
+  local waited=0 calm=0 running
+  while ((waited < QUIET_WAIT)); do
+    running=$(awk '{ split($4, a, "/"); print a[1] }' /proc/loadavg)
+    if ((running <= 1)); then calm=$((calm + 1)); else calm=0; fi
+    if ((calm >= 5)); then echo yes; return; fi
+    sleep 1
+    waited=$((waited + 1))
+  done
+  echo no
+}
 
 # REPEATS runs of each, alternating 1 and 2 threads; the table gives every run and the best.
-declare -A WALL LOAD CPU BEST
+declare -A WALL LOAD CPU BEST QUIET
 for rep in $(seq "$REPEATS"); do
   for threads in 1 2; do
     run=$threads-$rep
+    QUIET[$run]=$(wait_quiet)
     LOAD[$run]=$(load_average)
     start=$(now)
     /usr/bin/time -o "$DIR/time-$run" -f "%U %S" \
@@ -47,12 +63,12 @@ done
 mv "$DIR/threads-1-1" "$DIR/threads-1"
 echo "threads 1 and 2, $REPEATS runs each: results.csv and results.json byte-identical"
 row() { # threads
-  local walls=() cpus=() loads=() rep
+  local walls=() cpus=() loads=() quiet=() rep
   for rep in $(seq "$REPEATS"); do
-    walls+=("${WALL[$1-$rep]}"); cpus+=("${CPU[$1-$rep]}"); loads+=("${LOAD[$1-$rep]}")
+    walls+=("${WALL[$1-$rep]}"); cpus+=("${CPU[$1-$rep]}"); loads+=("${LOAD[$1-$rep]}"); quiet+=("${QUIET[$1-$rep]}")
   done
-  printf '| `--threads %s` | %s | %s | %s | %s |' "$1" "$(join "${walls[@]}")" "${WALL[${BEST[$1]}]}" \
-    "$(join "${cpus[@]}")" "$(join "${loads[@]}")"
+  printf '| `--threads %s` | %s | %s | %s | %s | %s |' "$1" "$(join "${walls[@]}")" "${WALL[${BEST[$1]}]}" \
+    "$(join "${cpus[@]}")" "$(join "${loads[@]}")" "$(join "${quiet[@]}")"
 }
 join() { local out=$1; shift; for item in "$@"; do out+=", $item"; done; printf '%s' "$out"; }
 CELLS=$(($(wc -l <"$DIR/threads-1/results.csv") - 1))
@@ -140,10 +156,10 @@ $SHOWN --threads 1 --out DIR1
 $SHOWN --threads 2 --out DIR2
 \`\`\`
 
-$REPEATS runs of each, alternating:
+$REPEATS runs of each, alternating$(if ((QUIET_WAIT > 0)); then echo ", each after waiting up to $QUIET_WAIT s for a quiet machine (5 s in a row with nothing else runnable; \`SWEEP_QUIET_WAIT=$QUIET_WAIT\`)"; fi):
 
-| run | wall per run (s) | best wall (s) | CPU per run, user + system (s) | 1-minute load average at each start |
-|---|---:|---:|---:|---:|
+| run | wall per run (s) | best wall (s) | CPU per run, user + system (s) | 1-minute load average at each start | quiet at start |
+|---|---:|---:|---:|---:|---:|
 $(row 1)
 $(row 2)
 
