@@ -9,6 +9,7 @@ mod progress;
 mod report_cmd;
 mod serve_cmd;
 mod sim_cmd;
+mod sweep;
 mod workload;
 
 /// Help text of `cotenant --help`: what the tool is for (the crate description,
@@ -46,6 +47,14 @@ enum Command {
     /// --figures DIR also writes every figure as SVG and PNG. docs/report.md describes
     /// each figure.
     Report(report_cmd::ReportArgs),
+    /// Run a grid of sim (or serve-sim) runs: policies x options x loads x seeds, in parallel,
+    /// resumable, or as a Slurm job array (docs/sweep.md).
+    ///
+    /// `cotenant sweep [sim] --policy fifo,las --load 0.8,1,1.2 --seeds 0..3 --out DIR` writes
+    /// DIR/results.csv and DIR/results.json, one row per cell; `cotenant sweep serve
+    /// --scheduler fcfs,vtc ...` sweeps serve-sim. `--emit slurm DIR` writes an sbatch job
+    /// array instead; `--merge DIR` assembles its parts.
+    Sweep(Box<sweep::SweepArgs>),
     /// Plan capacity: the GPUs and replicas a serving load needs (`plan serve`).
     Plan {
         #[command(subcommand)]
@@ -74,6 +83,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Report(args) => report_cmd::run(args),
         Command::ServeSim(args) => serve_cmd::run_serve_sim(*args),
+        Command::Sweep(args) => sweep::run(*args),
         Command::Plan { what: PlanCommand::Serve(args) } => serve_cmd::run_plan_serve(*args),
         Command::Analyze(args) => analyze_cmd::run(*args),
     };
