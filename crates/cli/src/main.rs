@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 mod analyze_cmd;
 mod bench_cmd;
+mod calibrate_cmd;
 mod progress;
 mod report_cmd;
 mod serve_cmd;
@@ -64,6 +65,9 @@ enum Command {
     /// and GPU-time by size, durations, arrivals by hour and weekday, tenants, demand over time,
     /// token distributions and request rate. Text, --json or --html.
     Analyze(Box<analyze_cmd::AnalyzeArgs>),
+    /// Compare the serving roofline with measured kernel and NCCL times (Vidur's profiles), per
+    /// operator, layer, iteration and collective, before and after fitting per-GPU parameters.
+    Calibrate(calibrate_cmd::CalibrateArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -86,6 +90,7 @@ fn main() -> std::process::ExitCode {
         Command::Sweep(args) => sweep::run(*args),
         Command::Plan { what: PlanCommand::Serve(args) } => serve_cmd::run_plan_serve(*args),
         Command::Analyze(args) => analyze_cmd::run(*args),
+        Command::Calibrate(args) => calibrate_cmd::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

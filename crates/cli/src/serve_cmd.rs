@@ -169,15 +169,23 @@ pub struct DeploymentArgs {
     /// Most sequences one replica batches at once, >= 1.
     #[arg(long, default_value_t = 256, value_parser = integer_in(1, MAX_BATCH_SEQS))]
     pub max_seqs: u32,
-    /// Roofline calibration: fraction of peak compute reached, in (0, 1].
-    #[arg(long, default_value_t = RooflineParams::default().compute_efficiency, value_parser = float_in(Open(0.0), Closed(1.0)))]
-    pub eta_compute: f64,
-    /// Roofline calibration: fraction of peak memory bandwidth reached, in (0, 1].
-    #[arg(long, default_value_t = RooflineParams::default().memory_efficiency, value_parser = float_in(Open(0.0), Closed(1.0)))]
-    pub eta_memory: f64,
-    /// Roofline calibration: fixed cost per iteration, milliseconds, in [0, 10000].
-    #[arg(long, default_value_t = RooflineParams::default().fixed_s * 1e3, value_parser = float_in(Closed(0.0), Closed(10_000.0)))]
-    pub c0_ms: f64,
+    /// Roofline calibration: fraction of peak compute reached, in (0, 1] (default: the fit
+    /// in crates/perf/data/calibrated.toml for A100-80G and H100-SXM, else 0.70).
+    #[arg(long, value_parser = float_in(Open(0.0), Closed(1.0)))]
+    pub eta_compute: Option<f64>,
+    /// Roofline calibration: fraction of peak memory bandwidth reached, in (0, 1] (default:
+    /// the fitted value for a calibrated GPU, else 0.75).
+    #[arg(long, value_parser = float_in(Open(0.0), Closed(1.0)))]
+    pub eta_memory: Option<f64>,
+    /// Roofline calibration: fixed cost per iteration, milliseconds, in [0, 10000] (default 1).
+    #[arg(long, value_parser = float_in(Closed(0.0), Closed(10_000.0)))]
+    pub c0_ms: Option<f64>,
+    /// Iteration latency model: `roofline` (analytical, calibrated per GPU), or
+    /// `profile:DIR` to interpolate measured per-operator and all-reduce times from Vidur-format
+    /// profiles in DIR (compute/<gpu>_<model>_mlp.csv[.gz], network/<gpu>_*_all_reduce.csv[.gz]),
+    /// as Vidur does; attention, the LM head and c0 stay analytical.
+    #[arg(long, default_value = "roofline", value_name = "MODEL")]
+    pub latency_model: String,
     /// TTFT objective (ms to the first token), in (0, 86400000].
     #[arg(long, default_value_t = 2000.0, value_parser = float_in(Open(0.0), Closed(MAX_SLO_MS)))]
     pub slo_ttft_ms: f64,
@@ -310,17 +318,31 @@ fn resolve_gpu(name: &str) -> Result<GpuSpec> {
 
 fn roofline(args: &DeploymentArgs, gpu: GpuSpec) -> Result<Roofline> {
     let model = ModelShape::parse(&args.model).context("--model")?;
-    let params = RooflineParams {
-        compute_efficiency: args.eta_compute,
-        memory_efficiency: args.eta_memory,
-        fixed_s: args.c0_ms / 1e3,
-        ..RooflineParams::default()
-    };
+    let mut params = RooflineParams::for_gpu(gpu.name, args.tp);
+    params.compute_efficiency = args.eta_compute.unwrap_or(params.compute_efficiency);
+    params.memory_efficiency = args.eta_memory.unwrap_or(params.memory_efficiency);
+    params.fixed_s = args.c0_ms.map_or(params.fixed_s, |ms| ms / 1e3);
     if !(params.compute_efficiency > 0.0 && params.memory_efficiency > 0.0 && params.fixed_s >= 0.0) {
         bail!("--eta-compute and --eta-memory must be > 0 and --c0-ms >= 0");
     }
     check_tensor_parallel("--tp", args.tp, &model)?;
-    Ok(Roofline::new(model, gpu, args.tp, params))
+    let roofline = Roofline::new(model, gpu, args.tp, params);
+    match args.latency_model.as_str() {
+        "roofline" => Ok(roofline),
+        other => match other.strip_prefix("profile:") {
+            Some(dir) => {
+                let curves = crate::calibrate_cmd::profile_curves(
+                    std::path::Path::new(dir),
+                    &gpu,
+                    &roofline.model,
+                    args.tp,
+                )
+                .context("--latency-model")?;
+                Ok(roofline.with_profile(curves))
+            }
+            None => bail!("--latency-model: expected `roofline` or `profile:DIR`, got `{other}`"),
+        },
+    }
 }
 
 /// Whether `tp` GPUs can split the model as vLLM does: the attention heads evenly,

@@ -2,8 +2,11 @@
 //!
 //! Pure functions of their inputs: this crate must never do I/O, read a clock, draw
 //! randomness or hold mutable global state. It depends on `core` for types only.
+pub mod calibrated;
+pub mod calibration;
 pub mod gpu;
 pub mod model;
+pub mod profile;
 pub mod roofline;
 pub mod throughput;
 

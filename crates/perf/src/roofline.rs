@@ -32,6 +32,16 @@ pub struct RooflineParams {
     pub knee_exponent: f64,
     /// Latency of one all-reduce call, seconds.
     pub allreduce_latency_s: f64,
+    /// Algorithm bandwidth of the all-reduce's ring, GB/s per GPU; 0 uses the GPU's link.
+    pub allreduce_bandwidth_gb_per_s: f64,
+    /// Fixed cost of each linear-layer kernel (launch and tail), seconds.
+    pub linear_kernel_s: f64,
+    /// Fraction of peak HBM bandwidth reached by each element-wise operator, in the order
+    /// of [`elementwise_bytes_per_token`] (input norm, post-attention norm, rope,
+    /// activation, residual add).
+    pub elementwise_efficiency: [f64; 5],
+    /// Fixed cost of each element-wise kernel, seconds, same order.
+    pub elementwise_kernel_s: [f64; 5],
 }
 
 impl Default for RooflineParams {
@@ -42,8 +52,103 @@ impl Default for RooflineParams {
             fixed_s: 1.0e-3,
             knee_exponent: 3.0,
             allreduce_latency_s: 8.0e-6,
+            allreduce_bandwidth_gb_per_s: 0.0,
+            linear_kernel_s: 0.0,
+            elementwise_efficiency: [0.75; 5],
+            elementwise_kernel_s: [0.0; 5],
         }
     }
+}
+
+impl RooflineParams {
+    /// The parameters fitted to measured kernels for `gpu` at tensor-parallel degree `tp`
+    /// (crates/perf/data/calibrated.toml), or [`RooflineParams::default`] for a GPU that was
+    /// not profiled.
+    pub fn for_gpu(gpu: &str, tp: u32) -> RooflineParams {
+        crate::calibrated::fitted(gpu, tp).unwrap_or_default()
+    }
+}
+
+/// The four linear layers of one transformer layer as (input, output) dimensions of the
+/// weight matrix each GPU holds at tensor-parallel degree `tp`: QKV projection, output
+/// projection, MLP up (gate and up fused) and MLP down. KV heads are replicated when
+/// `tp` exceeds their count.
+pub fn linear_op_dims(model: &ModelShape, tp: u32) -> [(f64, f64); 4] {
+    let tp = tp.max(1);
+    let (d, h) = (model.hidden as f64, model.head_dim as f64);
+    let hq = model.query_heads as f64 / tp as f64;
+    let hkv = model.kv_heads.div_ceil(tp) as f64;
+    let ff = model.ffn_hidden as f64 / tp as f64;
+    [(d, (hq + 2.0 * hkv) * h), (hq * h, d), (d, 2.0 * ff), (ff, d)]
+}
+
+/// Bytes each element-wise operator of one layer moves per token on one GPU, in the order
+/// input norm, post-attention norm, rope, activation, residual add: a norm reads and writes
+/// d values; rope reads and writes the query and key heads; the gated activation reads
+/// two d_ff/tp values and writes one; the add reads two d values and writes one.
+pub fn elementwise_bytes_per_token(model: &ModelShape, tp: u32) -> [f64; 5] {
+    let tp = tp.max(1);
+    let b = model.bytes_per_param as f64;
+    let d = model.hidden as f64;
+    let heads =
+        (model.query_heads as f64 / tp as f64 + model.kv_heads.div_ceil(tp) as f64) * model.head_dim as f64;
+    let ff = model.ffn_hidden as f64 / tp as f64;
+    [2.0 * d * b, 2.0 * d * b, 2.0 * heads * b, 3.0 * ff * b, 3.0 * d * b]
+}
+
+/// Seconds one linear layer with a `k` x `n` weight takes for `tokens` tokens on one GPU:
+/// smax(2 T k n / (eta_c F), b (k n + T (k + n)) / (eta_m BW)) + the kernel's fixed cost.
+pub fn linear_op_s(
+    k: f64,
+    n: f64,
+    tokens: f64,
+    bytes_per_param: f64,
+    gpu: &GpuSpec,
+    params: &RooflineParams,
+) -> f64 {
+    let compute = 2.0 * tokens * k * n / (gpu.dense_tflops * 1e12 * params.compute_efficiency);
+    let memory = bytes_per_param * (k * n + tokens * (k + n))
+        / (gpu.memory_tb_per_s * 1e12 * params.memory_efficiency);
+    smooth_max(compute, memory, params.knee_exponent) + params.linear_kernel_s
+}
+
+/// Seconds element-wise operator `op` (an index into [`elementwise_bytes_per_token`])
+/// moving `bytes` takes on one GPU: bytes / (eta_op BW) + the kernel's fixed cost.
+pub fn elementwise_op_s(op: usize, bytes: f64, gpu: &GpuSpec, params: &RooflineParams) -> f64 {
+    bytes / (gpu.memory_tb_per_s * 1e12 * params.elementwise_efficiency[op]) + params.elementwise_kernel_s[op]
+}
+
+/// Seconds of one ring all-reduce of `bytes` over `tp` GPUs: alpha + 2 (tp-1)/tp bytes / B.
+pub fn allreduce_s(bytes: f64, tp: u32, gpu: &GpuSpec, params: &RooflineParams) -> f64 {
+    if tp <= 1 {
+        return 0.0;
+    }
+    let tp = tp as f64;
+    params.allreduce_latency_s + 2.0 * (tp - 1.0) / tp * bytes / (allreduce_bandwidth(gpu, params) * 1e9)
+}
+
+fn allreduce_bandwidth(gpu: &GpuSpec, params: &RooflineParams) -> f64 {
+    if params.allreduce_bandwidth_gb_per_s > 0.0 {
+        params.allreduce_bandwidth_gb_per_s
+    } else {
+        gpu.interconnect_gb_per_s
+    }
+}
+
+/// Smooth maximum (x^p + y^p)^(1/p); equals max when either side is zero.
+pub fn smooth_max(x: f64, y: f64, knee: f64) -> f64 {
+    let (high, low) = if x >= y { (x, y) } else { (y, x) };
+    if low <= 0.0 {
+        return high;
+    }
+    // Factor out the larger side so huge inputs cannot overflow.
+    let ratio = low / high;
+    if knee == 3.0 {
+        // The default knee: cube and cube root are several times cheaper than powf,
+        // and this runs for every request of every simulated iteration.
+        return high * (1.0 + ratio * ratio * ratio).cbrt();
+    }
+    high * (1.0 + ratio.powf(knee)).powf(1.0 / knee)
 }
 
 /// One request's part of a batch: `new_tokens` computed this step over
@@ -94,9 +199,13 @@ pub struct Roofline {
     pub tensor_parallel: u32,
     pub params: RooflineParams,
     layers: f64,
-    /// Seconds per new token of linear compute over all layers.
-    linear_compute_s_per_token: f64,
-    linear_floor_s: f64,
+    /// Per linear operator, over all layers: (compute seconds per token, weight-read
+    /// floor seconds, activation-read seconds per token).
+    linear_ops: [(f64, f64, f64); 4],
+    /// Element-wise operators over all layers, seconds per token.
+    elementwise_s_per_token: f64,
+    /// Fixed per-iteration cost: c0 plus every kernel's fixed cost over all layers.
+    fixed_s: f64,
     lm_head_compute_s_per_row: f64,
     lm_head_floor_s: f64,
     /// Seconds per attention FLOP and per KV byte, over all layers folded in.
@@ -105,6 +214,9 @@ pub struct Roofline {
     allreduce_fixed_s: f64,
     allreduce_s_per_token: f64,
     knee: f64,
+    /// Measured per-layer and all-reduce times that replace the linear, element-wise and
+    /// all-reduce terms (`--latency-model profile:DIR`).
+    profile: Option<std::sync::Arc<crate::profile::ProfileCurves>>,
 }
 
 impl Roofline {
@@ -112,13 +224,28 @@ impl Roofline {
         let tp = tensor_parallel.max(1) as f64;
         let flops = gpu.dense_tflops * 1e12 * params.compute_efficiency * tp;
         let bytes_per_s = gpu.memory_tb_per_s * 1e12 * params.memory_efficiency * tp;
+        let gpu_flops = gpu.dense_tflops * 1e12 * params.compute_efficiency;
+        let gpu_bytes_per_s = gpu.memory_tb_per_s * 1e12 * params.memory_efficiency;
         let layers = model.layers as f64;
         let b = model.bytes_per_param as f64;
-        let p = model.linear_params_per_layer();
         let (d, hq, hkv, h) =
             (model.hidden as f64, model.query_heads as f64, model.kv_heads as f64, model.head_dim as f64);
+        let linear_ops = linear_op_dims(&model, tensor_parallel).map(|(k, n)| {
+            (
+                layers * 2.0 * k * n / gpu_flops,
+                layers * b * k * n / gpu_bytes_per_s,
+                layers * b * (k + n) / gpu_bytes_per_s,
+            )
+        });
+        let elementwise_s_per_token: f64 = elementwise_bytes_per_token(&model, tensor_parallel)
+            .iter()
+            .zip(params.elementwise_efficiency)
+            .map(|(bytes, efficiency)| layers * bytes / (gpu.memory_tb_per_s * 1e12 * efficiency))
+            .sum();
+        let kernels_s = 4.0 * params.linear_kernel_s + params.elementwise_kernel_s.iter().sum::<f64>();
+        let fixed_s = params.fixed_s + layers * kernels_s;
         let ring_factor = 2.0 * (tp - 1.0) / tp;
-        let link_bytes_per_s = gpu.interconnect_gb_per_s * 1e9;
+        let link_bytes_per_s = allreduce_bandwidth(&gpu, &params) * 1e9;
         let (allreduce_fixed_s, allreduce_s_per_token) = if tensor_parallel > 1 {
             (2.0 * layers * params.allreduce_latency_s, 2.0 * layers * ring_factor * d * b / link_bytes_per_s)
         } else {
@@ -126,8 +253,9 @@ impl Roofline {
         };
         Roofline {
             layers,
-            linear_compute_s_per_token: layers * 2.0 * p / flops,
-            linear_floor_s: layers * b * p / bytes_per_s,
+            linear_ops,
+            elementwise_s_per_token,
+            fixed_s,
             lm_head_compute_s_per_row: 2.0 * model.lm_head_params() / flops,
             lm_head_floor_s: b * model.lm_head_params() / bytes_per_s,
             attention_s_per_flop_unit: layers * 4.0 * hq * h / flops,
@@ -135,6 +263,7 @@ impl Roofline {
             allreduce_fixed_s,
             allreduce_s_per_token,
             knee: params.knee_exponent,
+            profile: None,
             model,
             gpu,
             tensor_parallel,
@@ -142,20 +271,17 @@ impl Roofline {
         }
     }
 
-    /// Smooth maximum (x^p + y^p)^(1/p); equals max when either side is zero.
+    /// This roofline with its linear, element-wise and all-reduce terms replaced by
+    /// interpolated measured times (attention, KV reads, the LM head and c0 stay analytical).
+    pub fn with_profile(mut self, curves: crate::profile::ProfileCurves) -> Roofline {
+        self.profile = Some(std::sync::Arc::new(curves));
+        self.fixed_s = self.params.fixed_s;
+        self
+    }
+
+    /// Smooth maximum (x^p + y^p)^(1/p) with this model's knee; equals max when either side is zero.
     pub fn smooth_max(&self, x: f64, y: f64) -> f64 {
-        let (high, low) = if x >= y { (x, y) } else { (y, x) };
-        if low <= 0.0 {
-            return high;
-        }
-        // Factor out the larger side so huge inputs cannot overflow.
-        let ratio = low / high;
-        if self.knee == 3.0 {
-            // The default knee: cube and cube root are several times cheaper than powf,
-            // and this runs for every request of every simulated iteration.
-            return high * (1.0 + ratio * ratio * ratio).cbrt();
-        }
-        high * (1.0 + ratio.powf(self.knee)).powf(1.0 / self.knee)
+        smooth_max(x, y, self.knee)
     }
 
     /// This request's own attention and KV-read time, seconds (all layers).
@@ -170,26 +296,46 @@ impl Roofline {
     }
 
     /// The shared terms for `total_tokens` new tokens of which `rows` emit a token.
+    /// Element-wise operators (memory-bound, proportional to tokens) are counted in
+    /// `linear_excess_s`; kernels' fixed costs in `fixed_s`.
     pub fn shared_cost(&self, total_tokens: u64, rows: u64) -> SharedCost {
         if total_tokens == 0 {
             return SharedCost::default();
         }
-        let linear =
-            self.smooth_max(self.linear_compute_s_per_token * total_tokens as f64, self.linear_floor_s);
+        let tokens = total_tokens as f64;
         let (lm_head_floor_s, lm_head_excess_s) = if rows == 0 {
             (0.0, 0.0)
         } else {
             let lm_head = self.smooth_max(self.lm_head_compute_s_per_row * rows as f64, self.lm_head_floor_s);
             (self.lm_head_floor_s, lm_head - self.lm_head_floor_s)
         };
+        if let Some(profile) = &self.profile {
+            let (floor, total) = (profile.layer_s(1.0), profile.layer_s(tokens));
+            let bytes = tokens * self.model.hidden as f64 * self.model.bytes_per_param as f64;
+            let (ar_floor, ar_total) = (profile.allreduce_s(1.0), profile.allreduce_s(bytes));
+            return SharedCost {
+                fixed_s: self.fixed_s,
+                linear_floor_s: self.layers * floor,
+                linear_excess_s: self.layers * (total - floor).max(0.0),
+                lm_head_floor_s,
+                lm_head_excess_s,
+                allreduce_fixed_s: 2.0 * self.layers * ar_floor,
+                allreduce_bytes_s: 2.0 * self.layers * (ar_total - ar_floor).max(0.0),
+            };
+        }
+        let (mut linear, mut floor) = (0.0, 0.0);
+        for (compute, weights, activations) in self.linear_ops {
+            linear += self.smooth_max(compute * tokens, weights + activations * tokens);
+            floor += weights;
+        }
         SharedCost {
-            fixed_s: self.params.fixed_s,
-            linear_floor_s: self.linear_floor_s,
-            linear_excess_s: linear - self.linear_floor_s,
+            fixed_s: self.fixed_s,
+            linear_floor_s: floor,
+            linear_excess_s: linear - floor + self.elementwise_s_per_token * tokens,
             lm_head_floor_s,
             lm_head_excess_s,
             allreduce_fixed_s: self.allreduce_fixed_s,
-            allreduce_bytes_s: self.allreduce_s_per_token * total_tokens as f64,
+            allreduce_bytes_s: self.allreduce_s_per_token * tokens,
         }
     }
 
@@ -259,36 +405,77 @@ mod tests {
     }
 
     /// One 1,024-token prefill of Llama-3.1-8B on one H100 SXM, worked on paper:
-    /// P = 218,103,808 per layer, F = 0.70 x 989e12 = 692.3e12 FLOP/s,
-    /// BW = 0.75 x 3.35e12 = 2.5125e12 B/s.
-    /// linear: compute 32 x 2 x P x 1024 / F = 20.647 ms; floor 32 x 2 x P / BW = 5.556 ms;
-    ///         smax p=3: 20.647 x (1 + (5.556/20.647)^3)^(1/3) = 20.647 x 1.00647 = 20.780 ms
+    /// F = 0.70 x 989e12 = 692.3e12 FLOP/s, BW = 0.75 x 3.35e12 = 2.5125e12 B/s.
+    /// linear, per layer and operator (k x n weight): compute 2 T k n / F, memory
+    ///   2 (k n + T (k + n)) / BW, smax p=3:
+    ///   QKV 4096x6144: 74.45 us, 28.38 us -> 75.80 us; O 4096x4096: 49.63, 20.03 -> 50.70;
+    ///   up 4096x28672: 347.42, 120.19 -> 352.15; down 14336x4096: 173.71, 61.77 -> 176.27;
+    ///   x 32 layers = 20.957 ms
+    /// element-wise: bytes per token 2x(2 d b) + 2 (32+8) 128 b + 3 d_ff b + 3 d b
+    ///   = 163,840 B; x 1024 x 32 / BW = 2.1368 ms
     /// attention: compute 32 x 4 x 32 x 128 x (1024^2/2) / F = 0.3971 ms;
     ///            KV 32 x 2 x 8 x 128 x 2 x 1024 / BW = 0.05342 ms; smax = 0.3972 ms
     /// LM head (one row): compute 2 x 525.3M / F = 1.5 us, floor 2 x 525.3M / BW = 0.4182 ms;
     ///            smax = 0.4182 ms
-    /// total = 1 ms + 20.780 + 0.3972 + 0.4182 = 22.595 ms
+    /// total = 1 ms + 20.957 + 2.1368 + 0.3972 + 0.4182 = 24.910 ms
     #[test]
     fn one_prefill_by_hand() {
         let model = llama8b_h100();
         let entry = BatchEntry { new_tokens: 1024, context_tokens: 0, emits_token: true };
         let seconds = model.iteration_s(&[entry]);
-        assert!(close(seconds, 22.595e-3, 0.001), "{seconds}");
+        assert!(close(seconds, 24.910e-3, 0.001), "{seconds}");
     }
 
     /// 64 decodes, each with 1,000 tokens of context, same deployment:
-    /// linear: compute 32 x 2 x P x 64 / F = 1.2904 ms, floor 5.556 ms;
-    ///         smax = 5.556 x (1 + (1.2904/5.556)^3)^(1/3) = 5.556 x 1.00417 = 5.5792 ms
+    /// linear per layer: QKV 4.65 us compute, 20.55 us memory -> 20.63; O 3.10, 13.77 -> 13.82;
+    ///   up 21.71, 95.15 -> 95.53; down 10.86, 47.68 -> 47.87; x 32 = 5.6914 ms
+    /// element-wise: 163,840 B x 64 x 32 / BW = 0.13355 ms
     /// per decode: KV 32 x 2 x 8 x 128 x 2 x 1001 / BW = 52.22 us; attention compute
     ///         32 x 4 x 32 x 128 x 1000.5 / F = 0.7577 us; smax ~ KV = 52.22 us; x 64 = 3.3421 ms
     /// LM head (64 rows): compute 64 x 1.5176 us = 97.1 us, floor 418.2 us; smax = 419.8 us
-    /// total = 1 + 5.5792 + 3.3421 + 0.4198 = 10.341 ms
+    /// total = 1 + 5.6914 + 0.13355 + 3.3421 + 0.4198 = 10.587 ms
     #[test]
     fn decode_batch_by_hand() {
         let model = llama8b_h100();
         let entries = vec![BatchEntry { new_tokens: 1, context_tokens: 1000, emits_token: true }; 64];
         let seconds = model.iteration_s(&entries);
-        assert!(close(seconds, 10.341e-3, 0.001), "{seconds}");
+        assert!(close(seconds, 10.587e-3, 0.001), "{seconds}");
+    }
+
+    /// The new terms by hand: an element-wise operator moving 1 GB at eta 0.5 of 3.35 TB/s
+    /// with a 2 us kernel cost takes 1e9 / 1.675e12 + 2e-6 = 599.0 us; an 8-GPU all-reduce
+    /// of 1 MB with 30 us latency over 340 GB/s takes 30 us + 2 x 7/8 x 1e6 / 340e9 = 35.147 us;
+    /// a linear kernel's fixed cost and the element-wise ones add L x (4 k_lin + sum k_ew)
+    /// to every iteration.
+    #[test]
+    fn elementwise_allreduce_and_kernel_costs_by_hand() {
+        let gpu = *find_gpu("H100-SXM").expect("catalog");
+        let mut params = RooflineParams::default();
+        params.elementwise_efficiency[3] = 0.5;
+        params.elementwise_kernel_s[3] = 2e-6;
+        assert!(close(elementwise_op_s(3, 1e9, &gpu, &params), 599.0e-6, 1e-4));
+        params.allreduce_latency_s = 30e-6;
+        params.allreduce_bandwidth_gb_per_s = 340.0;
+        assert!(close(allreduce_s(1e6, 8, &gpu, &params), 35.147e-6, 1e-4));
+        assert_eq!(allreduce_s(1e6, 1, &gpu, &params), 0.0);
+        let shape = ModelShape::parse("Llama-3.1-8B").expect("catalog");
+        let plain = Roofline::new(shape.clone(), gpu, 1, RooflineParams::default());
+        let kernels =
+            RooflineParams { linear_kernel_s: 5e-6, elementwise_kernel_s: [1e-6; 5], ..Default::default() };
+        let with_kernels = Roofline::new(shape, gpu, 1, kernels);
+        let batch = [BatchEntry { new_tokens: 1, context_tokens: 10, emits_token: true }];
+        // 32 layers x (4 x 5 + 5 x 1) us = 800 us.
+        let extra = with_kernels.iteration_s(&batch) - plain.iteration_s(&batch);
+        assert!(close(extra, 800e-6, 1e-6), "{extra}");
+    }
+
+    /// KV heads are replicated, not split, past their count: Llama-3.1-8B (8 KV heads) at
+    /// TP 16 keeps one KV head per GPU, so the QKV weight is 4096 x (2 + 2 x 1) x 128.
+    #[test]
+    fn linear_dims_replicate_kv_heads() {
+        let shape = ModelShape::parse("Llama-3.1-8B").expect("catalog");
+        assert_eq!(linear_op_dims(&shape, 16)[0], (4096.0, 512.0));
+        assert_eq!(linear_op_dims(&shape, 2)[0], (4096.0, (16.0 + 8.0) * 128.0));
     }
 
     #[test]

@@ -1,0 +1,58 @@
+//! The per-GPU parameters fitted to measured kernels (crates/perf/data/calibrated.toml,
+//! written by `cotenant calibrate --write-params`; the file says which profiles and which
+//! fit produced each number).
+
+use crate::roofline::RooflineParams;
+
+/// The embedded fitted parameters.
+pub const CALIBRATED_TOML: &str = include_str!("../data/calibrated.toml");
+
+/// The fitted parameters for `gpu` (a catalog name) at tensor-parallel degree `tp`; the
+/// all-reduce fit of the nearest profiled degree. `None` for a GPU that was not fitted.
+pub fn fitted(gpu: &str, tp: u32) -> Option<RooflineParams> {
+    let table: toml::Table = CALIBRATED_TOML.parse().ok()?;
+    let entry = table.get("gpu")?.get(gpu)?;
+    let number = |key: &str| entry.get(key).and_then(toml::Value::as_float);
+    let five = |key: &str| -> Option<[f64; 5]> {
+        let list = entry.get(key)?.as_array()?;
+        let values: Vec<f64> = list.iter().filter_map(toml::Value::as_float).collect();
+        values.try_into().ok()
+    };
+    let mut params = RooflineParams {
+        compute_efficiency: number("compute_efficiency")?,
+        memory_efficiency: number("memory_efficiency")?,
+        knee_exponent: number("knee_exponent")?,
+        linear_kernel_s: number("linear_kernel_us")? * 1e-6,
+        elementwise_efficiency: five("elementwise_efficiency")?,
+        elementwise_kernel_s: five("elementwise_kernel_us")?.map(|us| us * 1e-6),
+        fixed_s: number("fixed_ms")? * 1e-3,
+        ..RooflineParams::default()
+    };
+    if let Some(degrees) = entry.get("allreduce").and_then(toml::Value::as_table) {
+        let nearest = degrees
+            .iter()
+            .filter_map(|(degree, fit)| Some((degree.parse::<u32>().ok()?, fit)))
+            .min_by_key(|(degree, _)| (degree.abs_diff(tp), *degree));
+        if let Some((_, fit)) = nearest {
+            params.allreduce_latency_s = fit.get("latency_us")?.as_float()? * 1e-6;
+            params.allreduce_bandwidth_gb_per_s = fit.get("bandwidth_gb_per_s")?.as_float()?;
+        }
+    }
+    Some(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_file_parses_for_the_fitted_gpus() {
+        let table: toml::Table = CALIBRATED_TOML.parse().expect("valid TOML");
+        let gpus = table.get("gpu").and_then(toml::Value::as_table).expect("[gpu] tables");
+        for name in gpus.keys() {
+            let params = fitted(name, 4).unwrap_or_else(|| panic!("{name}: incomplete entry"));
+            assert!(params.compute_efficiency > 0.0 && params.memory_efficiency > 0.0);
+        }
+        assert!(fitted("K80", 1).is_none());
+    }
+}
