@@ -21,45 +21,8 @@ run_filtered() {
 }
 
 calibration() {
-  local f=$OUT/serve-calibration.md
-  cat > "$f" <<'MD'
-# Roofline calibration against published vLLM measurements
-
-The serving simulator times each iteration with the roofline of PAPERS.md Part 2
-(`crates/perf/src/roofline.rs`; defaults eta_c 0.70, eta_m 0.75, c0 1 ms, smooth-max
-exponent 3). Two published single-GPU measurements of Llama-3.1-8B (bf16) under vLLM:
-
-| source | GPU | setting | measured |
-|---|---|---|---|
-| johnmusgrave.com, "vLLM throughput-latency sweep on NVIDIA A100" (vLLM 0.23) | A100 40GB | 1 request at a time, 1,024 in / 128 out | ~75 tok/s, i.e. ~13.3 ms per output token |
-| yobitelcomm.github.io/bench, "Recipe: concurrency sweep" (vLLM 0.21) | H100 80GB HBM3 | concurrency 1, chatbot-short | TPOT p50 6.48 ms |
-
-The commands below replay one request at a time (0.05 req/s, so batches hold one
-request) with the same lengths and read the simulated TPOT, which is then the model's
-batch-1 decode step.
-
-MD
-  for gpu in A100-40G H100-SXM; do
-    run_filtered "$f" 'TPOT|==' serve-sim --trace synthetic --tenant name=solo,rate=0.05,prompt=1024,output=128,sigma=0 --duration-s 400 --gpu $gpu
-  done
-  echo "With the memory efficiency fitted to these two points (0.80 instead of 0.75):" >> "$f"; echo >> "$f"
-  for gpu in A100-40G H100-SXM; do
-    run_filtered "$f" 'TPOT|==' serve-sim --trace synthetic --tenant name=solo,rate=0.05,prompt=1024,output=128,sigma=0 --duration-s 400 --gpu $gpu --eta-memory 0.8
-  done
-  cat >> "$f" <<'MD'
-## Reading
-
-At batch 1 a decode step is the weight read (15.0 GB for Llama-3.1-8B: 32 layers x
-218.1M linear parameters plus the 525M-parameter LM head, bf16) over eta_m x HBM
-bandwidth, plus c0 and the KV read. With the PAPERS.md default eta_m = 0.75 the model
-is a few percent slower than both measurements (see the TPOT p50 lines above against
-13.3 ms and 6.48 ms); eta_m = 0.80 brings both within a few percent, consistent with the
-A100 post's own estimate that batch-1 decode reaches ~77% of the bandwidth ceiling. We
-keep 0.75 as the default (PAPERS.md, and it leaves headroom for kernels that do worse
-than vLLM's) and expose `--eta-memory`, `--eta-compute` and `--c0-ms` for anyone who
-has their own profile. The compute side (prefill) is not checked against a measurement
-here: the published TTFTs include HTTP and tokenizer time we do not model.
-MD
+  # The calibration page has its own script (profiles, fit and end-to-end runs).
+  scripts/serve-calibration.sh
 }
 
 vtc() {

@@ -395,13 +395,19 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
                 fitted.latency_s * 1e6,
                 fitted.bandwidth_gb_per_s
             );
-            let entry = collective_class.entry(gpu.name.to_string()).or_default();
+            if is_dgx_allreduce(profile) && workers == per_node {
+                let entry =
+                    collective_class.entry(format!("{} single-node DGX all-reduce", gpu.name)).or_default();
+                entry.0.extend(b.iter().copied());
+                entry.1.extend(a.iter().copied());
+            }
+            let entry = collective_class.entry(format!("{} collectives", gpu.name)).or_default();
             entry.0.extend(b);
             entry.1.extend(a);
         }
     }
     for (gpu, (b, a)) in &collective_class {
-        let _ = writeln!(out, "| **all {gpu} collectives** | | {} | | | |", stats_cells(b, a));
+        let _ = writeln!(out, "| **all {gpu}** | | {} | | | |", stats_cells(b, a));
     }
 
     // Parameters.

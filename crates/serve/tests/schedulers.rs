@@ -137,7 +137,8 @@ fn sarathi_budget_grows_with_the_tbt_slo() {
     let budgets: Vec<u32> =
         [0.03, 0.05, 0.1, 0.2].iter().map(|&slo_s| sarathi_budget(&model, slo_s, 8192)).collect();
     assert!(budgets.windows(2).all(|pair| pair[0] <= pair[1]), "{budgets:?}");
-    assert_eq!(budgets[2], 4352, "the 100 ms budget docs/experiments/serve-sarathi.md reports");
+    // 4,352 before the roofline gained its element-wise term (docs/experiments/serve-calibration.md).
+    assert_eq!(budgets[2], 4032, "the 100 ms budget of the default roofline");
     assert_eq!(sarathi_budget(&model, 0.001, 8192), 64, "never below one step");
 }
 
