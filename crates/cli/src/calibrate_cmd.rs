@@ -81,6 +81,10 @@ pub fn profile_curves(dir: &Path, gpu: &GpuSpec, model: &ModelShape, tp: u32) ->
             if covered.is_empty() { "nothing".to_string() } else { covered.join(", ") }
         );
     };
+    if !compute.rows.iter().any(|r| r.tensor_parallel == tp) {
+        // The compute profile's own error (naming the degrees it covers) comes first.
+        return cotenant_perf::profile::curves_for(&compute, None, tp).map_err(anyhow::Error::msg);
+    }
     let mut allreduce = None;
     if tp > 1 {
         let mut candidates: Vec<CollectiveProfile> = Vec::new();
