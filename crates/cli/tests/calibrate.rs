@@ -32,7 +32,7 @@ fn tiny_profiles(dir: &Path, ms: &str, second_row_n_head: &str) {
         ["n_head", "n_kv_head", "n_embd", "n_expanded_embd", "num_tokens", "num_tensor_parallel_workers"]
             .map(String::from),
     );
-    let times = vec![ms; 9].join(",");
+    let times = [ms; 9].join(",");
     let text = format!(
         "{}\n{times},32,8,4096,14336,1,1\n{times},{second_row_n_head},8,4096,14336,4096,1\n",
         header.join(",")
