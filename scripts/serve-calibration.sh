@@ -57,7 +57,8 @@ positive when the model is slow). The model per operator on one GPU:
 
 - linear layer with a k x n weight shard over T tokens:
   smax(2 T k n / (eta_c F), b (k n + T (k + n)) / (eta_m BW)) + k_lin, with
-  smax(x, y) = (x^p + y^p)^(1/p) and p the fitted knee;
+  smax(x, y) = (x^p + y^p)^(1/p) and p the fitted knee of the linear layers (attention
+  and the LM head keep p = 3: the profiles do not time them);
 - element-wise operator i moving B_i bytes per token (norm 2db, rope 2(H_q+H_kv)h b/tp,
   gated activation 3 d_ff b/tp, add 3db): T B_i / (eta_i BW) + k_i;
 - all-reduce of S bytes over n GPUs: alpha_n + 2 (n-1)/n S / B_n; send/recv: alpha + S / B.

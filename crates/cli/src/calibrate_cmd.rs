@@ -416,7 +416,7 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
 
     // Parameters.
     let _ = writeln!(out, "\n### Fitted parameters\n");
-    let _ = writeln!(out, "| GPU | eta_c | eta_m | knee | linear kernel | element-wise eta (norm, norm, rope, act, add) | element-wise kernel (us, same order) | all-reduce (degree: latency, bandwidth) |\n|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "| GPU | eta_c | eta_m | linear knee | linear kernel | element-wise eta (norm, norm, rope, act, add) | element-wise kernel (us, same order) | all-reduce (degree: latency, bandwidth) |\n|---|---|---|---|---|---|---|---|");
     for (gpu, fit) in &fits {
         let p = fit.params;
         let ar: Vec<String> = fit
@@ -430,7 +430,7 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
             gpu.name,
             p.compute_efficiency,
             p.memory_efficiency,
-            p.knee_exponent,
+            p.linear_knee_exponent,
             p.linear_kernel_s * 1e6,
             list(&p.elementwise_efficiency, 1.0, 3),
             list(&p.elementwise_kernel_s, 1e6, 2),
@@ -507,7 +507,7 @@ fn params_toml(fits: &[(&GpuSpec, GpuFit)]) -> String {
         let _ = writeln!(out, "compute_profiles = {:?}", fit.compute_files);
         let _ = writeln!(out, "compute_efficiency = {:.4}", p.compute_efficiency);
         let _ = writeln!(out, "memory_efficiency = {:.4}", p.memory_efficiency);
-        let _ = writeln!(out, "knee_exponent = {:.3}", p.knee_exponent);
+        let _ = writeln!(out, "linear_knee_exponent = {:.3}", p.linear_knee_exponent);
         let _ = writeln!(out, "linear_kernel_us = {:.3}", p.linear_kernel_s * 1e6);
         let _ = writeln!(out, "elementwise_efficiency = [{}]", list(&p.elementwise_efficiency, 1.0, 4));
         let _ = writeln!(out, "elementwise_kernel_us = [{}]", list(&p.elementwise_kernel_s, 1e6, 3));

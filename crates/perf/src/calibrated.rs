@@ -21,7 +21,7 @@ pub fn fitted(gpu: &str, tp: u32) -> Option<RooflineParams> {
     let mut params = RooflineParams {
         compute_efficiency: number("compute_efficiency")?,
         memory_efficiency: number("memory_efficiency")?,
-        knee_exponent: number("knee_exponent")?,
+        linear_knee_exponent: number("linear_knee_exponent")?,
         linear_kernel_s: number("linear_kernel_us")? * 1e-6,
         elementwise_efficiency: five("elementwise_efficiency")?,
         elementwise_kernel_s: five("elementwise_kernel_us")?.map(|us| us * 1e-6),

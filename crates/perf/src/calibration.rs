@@ -99,14 +99,14 @@ fn mean_sq_log_error(points: impl Iterator<Item = (f64, f64)>) -> f64 {
     }
 }
 
-/// Fits compute and memory efficiency, the smooth-max knee and the per-kernel fixed cost
+/// Fits compute and memory efficiency, the linear smooth-max knee and the per-kernel fixed cost
 /// of linear layers on `gpu`, starting from `base` (whose other fields are kept).
 pub fn fit_linear(points: &[LinearPoint], gpu: &GpuSpec, base: RooflineParams) -> RooflineParams {
     let params_of = |x: &[f64]| RooflineParams {
         compute_efficiency: x[0].exp(),
         memory_efficiency: x[1].exp(),
         linear_kernel_s: x[2].exp() * 1e-6,
-        knee_exponent: x[3].clamp(1.0, 16.0),
+        linear_knee_exponent: x[3].clamp(1.0, 16.0),
         ..base
     };
     let objective = |x: &[f64]| {
@@ -115,7 +115,8 @@ pub fn fit_linear(points: &[LinearPoint], gpu: &GpuSpec, base: RooflineParams) -
             points.iter().map(|q| (linear_op_s(q.k, q.n, q.tokens, q.bytes_per_param, gpu, &p), q.seconds)),
         )
     };
-    let start = [base.compute_efficiency.ln(), base.memory_efficiency.ln(), 2f64.ln(), base.knee_exponent];
+    let start =
+        [base.compute_efficiency.ln(), base.memory_efficiency.ln(), 2f64.ln(), base.linear_knee_exponent];
     params_of(&compass_search(objective, &start, 0.5, 1e-4))
 }
 
@@ -199,7 +200,7 @@ mod tests {
             compute_efficiency: 0.62,
             memory_efficiency: 0.81,
             linear_kernel_s: 7e-6,
-            knee_exponent: 4.0,
+            linear_knee_exponent: 4.0,
             ..RooflineParams::default()
         };
         let mut points = Vec::new();
@@ -213,7 +214,7 @@ mod tests {
         assert!((fitted.compute_efficiency - 0.62).abs() < 0.005, "{fitted:?}");
         assert!((fitted.memory_efficiency - 0.81).abs() < 0.005, "{fitted:?}");
         assert!((fitted.linear_kernel_s - 7e-6).abs() < 0.2e-6, "{fitted:?}");
-        assert!((fitted.knee_exponent - 4.0).abs() < 0.1, "{fitted:?}");
+        assert!((fitted.linear_knee_exponent - 4.0).abs() < 0.1, "{fitted:?}");
     }
 
     #[test]

@@ -28,8 +28,10 @@ pub struct RooflineParams {
     pub memory_efficiency: f64,
     /// Fixed per-iteration cost (kernel launches, sampling, scheduler), seconds.
     pub fixed_s: f64,
-    /// Exponent of the smooth max; larger is a sharper knee.
+    /// Exponent of the smooth max of attention and the LM head; larger is a sharper knee.
     pub knee_exponent: f64,
+    /// Exponent of the linear layers' smooth max (fitted to measured kernels).
+    pub linear_knee_exponent: f64,
     /// Latency of one all-reduce call, seconds.
     pub allreduce_latency_s: f64,
     /// Algorithm bandwidth of the all-reduce's ring, GB/s per GPU; 0 uses the GPU's link.
@@ -51,6 +53,7 @@ impl Default for RooflineParams {
             memory_efficiency: 0.75,
             fixed_s: 1.0e-3,
             knee_exponent: 3.0,
+            linear_knee_exponent: 3.0,
             allreduce_latency_s: 8.0e-6,
             allreduce_bandwidth_gb_per_s: 0.0,
             linear_kernel_s: 0.0,
@@ -97,7 +100,8 @@ pub fn elementwise_bytes_per_token(model: &ModelShape, tp: u32) -> [f64; 5] {
 }
 
 /// Seconds one linear layer with a `k` x `n` weight takes for `tokens` tokens on one GPU:
-/// smax(2 T k n / (eta_c F), b (k n + T (k + n)) / (eta_m BW)) + the kernel's fixed cost.
+/// smax(2 T k n / (eta_c F), b (k n + T (k + n)) / (eta_m BW)) + the kernel's fixed cost,
+/// with the linear layers' own knee.
 pub fn linear_op_s(
     k: f64,
     n: f64,
@@ -109,7 +113,7 @@ pub fn linear_op_s(
     let compute = 2.0 * tokens * k * n / (gpu.dense_tflops * 1e12 * params.compute_efficiency);
     let memory = bytes_per_param * (k * n + tokens * (k + n))
         / (gpu.memory_tb_per_s * 1e12 * params.memory_efficiency);
-    smooth_max(compute, memory, params.knee_exponent) + params.linear_kernel_s
+    smooth_max(compute, memory, params.linear_knee_exponent) + params.linear_kernel_s
 }
 
 /// Seconds element-wise operator `op` (an index into [`elementwise_bytes_per_token`])
@@ -325,7 +329,11 @@ impl Roofline {
         }
         let (mut linear, mut floor) = (0.0, 0.0);
         for (compute, weights, activations) in self.linear_ops {
-            linear += self.smooth_max(compute * tokens, weights + activations * tokens);
+            linear += smooth_max(
+                compute * tokens,
+                weights + activations * tokens,
+                self.params.linear_knee_exponent,
+            );
             floor += weights;
         }
         SharedCost {
