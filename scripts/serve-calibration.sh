@@ -66,8 +66,9 @@ positive when the model is slow). The model per operator on one GPU:
 The fit minimises the mean squared log error by a deterministic compass search
 (`crates/perf/src/calibration.rs`), on all rows of a GPU's profiles at once (eta_c, eta_m,
 p, k_lin), per element-wise operator (eta_i, k_i), and per collective file and
-(workers, devices per node) (alpha, B). It is an in-sample fit: the errors after are on the
-rows the parameters were fitted to. The roofline uses the fit by default for A100-80G and
+(workers, devices per node) (alpha, B). The errors "after" are in sample (on the rows the
+parameters were fitted to), except the held-out table, which fits the linear layers on all
+but one model and scores the one left out. The roofline uses the fit by default for A100-80G and
 H100-SXM (`crates/perf/data/calibrated.toml`, written by the same command, with the file
 names it came from); other GPUs keep the old efficiencies plus the element-wise term.
 

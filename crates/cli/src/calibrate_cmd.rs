@@ -198,17 +198,32 @@ fn is_dgx_allreduce(profile: &CollectiveProfile) -> bool {
     profile.collective == "all_reduce" && profile.file.contains("_dgx_")
 }
 
+/// The linear-operator points of one compute profile.
+fn linear_points(model: &ModelShape, profile: &ComputeProfile) -> Vec<LinearPoint> {
+    let mut out = Vec::with_capacity(profile.rows.len() * LINEAR_OPERATORS);
+    for row in &profile.rows {
+        for (i, (k, n)) in linear_op_dims(model, row.tensor_parallel).into_iter().enumerate() {
+            out.push(LinearPoint {
+                k,
+                n,
+                tokens: row.tokens as f64,
+                bytes_per_param: 2.0,
+                seconds: row.seconds[i],
+            });
+        }
+    }
+    out
+}
+
 /// Fits one GPU's parameters to its profiles.
 pub fn fit_gpu(profiles: &Profiles, gpu: &GpuSpec) -> GpuFit {
     let base = RooflineParams::default();
     let (mut linear, mut elementwise, mut compute_files) = (Vec::new(), Vec::new(), Vec::new());
     for (_, model, profile) in profiles.compute.iter().filter(|(g, _, _)| g.name == gpu.name) {
         compute_files.push(short(&profile.file));
+        linear.extend(linear_points(model, profile));
         for row in &profile.rows {
             let tokens = row.tokens as f64;
-            for (i, (k, n)) in linear_op_dims(model, row.tensor_parallel).into_iter().enumerate() {
-                linear.push(LinearPoint { k, n, tokens, bytes_per_param: 2.0, seconds: row.seconds[i] });
-            }
             for (i, bytes) in elementwise_bytes_per_token(model, row.tensor_parallel).into_iter().enumerate()
             {
                 elementwise.push(ElementwisePoint {
@@ -320,6 +335,54 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
     }
 
     // Layers and iterations.
+    // Held-out models: the linear fit on the GPU's other models, scored on this one.
+    let _ = writeln!(out, "\n### Linear layers on a held-out model\n");
+    let _ = writeln!(out, "Each row fits eta_c, eta_m, the knee and the kernel cost on the GPU's other profiles only and scores the linear operators of the model left out (out of sample).\n");
+    let _ = writeln!(out, "| GPU | held-out model | rows | median | p90 | bias |\n|---|---|---|---|---|---|");
+    for (gpu, _) in &fits {
+        let mine: Vec<&(&GpuSpec, ModelShape, ComputeProfile)> =
+            profiles.compute.iter().filter(|(g, _, _)| g.name == gpu.name).collect();
+        let mut all = Vec::new();
+        for (held, (_, model, profile)) in mine.iter().enumerate() {
+            let train: Vec<LinearPoint> = mine
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != held)
+                .flat_map(|(_, (_, m, p))| linear_points(m, p))
+                .collect();
+            if train.is_empty() {
+                continue;
+            }
+            let params = fit_linear(&train, gpu, RooflineParams::default());
+            let pairs: Vec<(f64, f64)> = linear_points(model, profile)
+                .iter()
+                .map(|q| (linear_op_s(q.k, q.n, q.tokens, q.bytes_per_param, gpu, &params), q.seconds))
+                .collect();
+            let stats = ErrorStats::of(&pairs);
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {:+.1}% |",
+                gpu.name,
+                model.name,
+                stats.count,
+                pct(stats.median),
+                pct(stats.p90),
+                100.0 * stats.bias
+            );
+            all.extend(pairs);
+        }
+        let stats = ErrorStats::of(&all);
+        let _ = writeln!(
+            out,
+            "| {} | **all, each held out** | {} | {} | {} | {:+.1}% |",
+            gpu.name,
+            stats.count,
+            pct(stats.median),
+            pct(stats.p90),
+            100.0 * stats.bias
+        );
+    }
+
     let _ = writeln!(out, "\n### Per layer and per iteration\n");
     let _ = writeln!(out, "A layer is its nine profiled operators (no attention); an iteration is L layers plus, at TP > 1, 2L all-reduces of T x d x 2 bytes (measured: the single-node DGX all_reduce profile, interpolated in size).\n");
     let _ = writeln!(
