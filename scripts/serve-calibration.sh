@@ -125,9 +125,13 @@ rows and all-reduce sizes, which this page does not separate further.
 
 The kernel-level targets (median under 5%, p90 under 15% for linear layers and
 collectives on both GPUs) are read off the **all linear** and **all ... collectives** rows
-above; where a row misses them, the misses are in the shapes and sizes a single
-efficiency cannot follow (GEMM wave and tile quantization at a few hundred tokens;
-NCCL's protocol switches at small sizes and cross-node links for collectives).
+and the held-out table above. A100 linear layers meet them; H100 linear layers do not
+(a median near 7% and a p90 near 20%, in and out of sample), and neither do the
+collectives' p90s. We have not found the term that closes the gap: a wave-quantization
+term with fixed 128 x 128 tiles made both GPUs' linear fits worse and is not in the model;
+NCCL's protocol changes with message size, and the multi-node groups (devices per node
+below the worker count) cross a slower link, which one latency and one bandwidth per group
+only approximate.
 
 MD
 
