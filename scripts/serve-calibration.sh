@@ -127,7 +127,8 @@ The kernel-level targets (median under 5%, p90 under 15% for linear layers and
 collectives on both GPUs) are read off the **all linear** and **all ... collectives** rows
 and the held-out table above. A100 linear layers meet them; H100 linear layers do not
 (a median near 7% and a p90 near 20%, in and out of sample), and neither do the
-collectives' p90s. We have not found the term that closes the gap: a wave-quantization
+collectives (medians under 5% over all groups but p90s near 20-30%, and medians of 6-8%
+for the single-node all-reduces the roofline uses). We have not found the term that closes the gap: a wave-quantization
 term with fixed 128 x 128 tiles made both GPUs' linear fits worse and is not in the model;
 NCCL's protocol changes with message size, and the multi-node groups (devices per node
 below the worker count) cross a slower link, which one latency and one bandwidth per group
