@@ -6,6 +6,9 @@
 
 pub mod jobs_csv;
 pub mod json;
+pub mod serve_json;
+pub mod serve_saved;
+pub mod serve_table;
 pub mod table;
 
 pub use jobs_csv::write_jobs_csv;
