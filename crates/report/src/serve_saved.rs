@@ -484,3 +484,115 @@ pub fn read_saved_results(file: &str, value: &Value) -> Result<SavedServeResults
         runs,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal valid document: two tenants, levels 0, 0.5, 1, one run, two windows.
+    fn document() -> Value {
+        let sketch = |values: [f64; 3]| json!({"count": 3, "mean": values[1], "values": values});
+        let empty = json!({"count": 0, "mean": null, "values": []});
+        json!({
+            "kind": "cotenant-serve-results", "version": 1,
+            "workload": {"source": "test", "requests": 6, "request_rate_per_s": 2.0,
+                         "tenants": [{"name": "a", "weight": 1.0}, {"name": "b", "weight": 2.0}]},
+            "config": {"slo": {"ttft_ms": 2000.0, "tbt_ms": 100.0}},
+            "quantiles": [0.0, 0.5, 1.0],
+            "runs": [{
+                "scheduler": "vtc", "summary": {"requests": 6},
+                "latency_ms": {
+                    "ttft": {"all": sketch([1.0, 2.0, 3.0]), "tenants": [sketch([1.0, 2.0, 3.0]), empty.clone()]},
+                    "tpot": {"all": sketch([1.0, 1.0, 1.0]), "tenants": [sketch([1.0, 1.0, 1.0]), empty.clone()]},
+                    "e2e": {"all": sketch([4.0, 5.0, 6.0]), "tenants": [sketch([4.0, 5.0, 6.0]), empty]},
+                    "tbt": {"all": sketch([0.5, 0.5, 0.7])},
+                },
+                "windows": {"window_s": 10.0, "service": [[3.0, 4.0], [1.0, 0.0]],
+                            "backlogged": [[true, true], [true, false]],
+                            "service_difference": [{"window": 1.0, "accumulated": 1.0}, null]},
+            }],
+        })
+    }
+
+    #[test]
+    fn a_valid_document_reads_back() {
+        let saved = read_saved_results("doc.json", &document()).unwrap();
+        assert_eq!(saved.tenants, ["a", "b"]);
+        assert_eq!(saved.weights, [1.0, 2.0]);
+        assert_eq!(saved.slo_tbt_ms, 100.0);
+        let run = &saved.runs[0];
+        assert_eq!(run.ttft_ms.tenants[0].values, [1.0, 2.0, 3.0]);
+        assert_eq!(run.ttft_ms.tenants[1], Sketch { count: 0, mean: None, values: vec![] });
+        assert_eq!(run.service_difference, [Some(1.0), None]);
+        assert_eq!(run.window_backlogged[1], [true, false]);
+    }
+
+    fn error_of(edit: impl Fn(&mut Value)) -> String {
+        let mut doc = document();
+        edit(&mut doc);
+        read_saved_results("doc.json", &doc).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_field() {
+        assert_eq!(
+            error_of(|d| d["kind"] = json!("cotenant-sim-results")),
+            "doc.json: field kind: `cotenant-sim-results`, expected `cotenant-serve-results`"
+        );
+        assert_eq!(
+            error_of(|d| d["version"] = json!(2)),
+            "doc.json: field version: 2; this build reads version 1"
+        );
+        assert_eq!(
+            error_of(|d| d["runs"][0]["latency_ms"]["e2e"]["tenants"][0]["values"][2] = json!("x")),
+            "doc.json: field runs[0].latency_ms.e2e.tenants[0].values[2]: expected a finite number"
+        );
+        assert_eq!(
+            error_of(|d| d["runs"][0]["latency_ms"]["ttft"]["all"]["values"] = json!([3.0, 2.0, 4.0])),
+            "doc.json: field runs[0].latency_ms.ttft.all.values[1]: quantile values must not decrease"
+        );
+        assert_eq!(
+            error_of(|d| d["runs"][0]["latency_ms"]["tpot"]["all"]["values"] = json!([1.0])),
+            "doc.json: field runs[0].latency_ms.tpot.all.values: 1 values for a sketch of 3 values; expected 3 \
+             (one per quantile level)"
+        );
+        assert_eq!(
+            error_of(|d| d["runs"][0]["windows"]["service"][1] = json!([1.0])),
+            "doc.json: field runs[0].windows.service[1]: 1 values for 2 tenants"
+        );
+        assert_eq!(
+            error_of(|d| d["runs"][0]["windows"]["service_difference"] = json!([null])),
+            "doc.json: field runs[0].windows: 2 service rows, 2 backlogged rows and 1 service differences: expected \
+             one of each per window"
+        );
+        assert_eq!(
+            error_of(|d| {
+                d["workload"].as_object_mut().unwrap().remove("tenants");
+            }),
+            "doc.json: field workload.tenants: missing"
+        );
+        assert_eq!(
+            error_of(|d| d["quantiles"] = json!([0.5, 0.5])),
+            "doc.json: field quantiles: expected increasing levels in [0, 1]"
+        );
+    }
+
+    #[test]
+    fn levels_rise_from_zero_to_one_through_the_tail() {
+        let levels = sketch_levels();
+        assert_eq!(levels.len(), 202);
+        assert_eq!(
+            (levels[0], levels[100], levels[199], levels[200], levels[201]),
+            (0.0, 0.5, 0.995, 0.999, 1.0)
+        );
+        assert!(levels.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// Nearest rank over 4 values at levels 0, 0.5, 1: the 1st, 2nd and 4th smallest.
+    #[test]
+    fn sketches_take_nearest_ranks() {
+        let sketch = Sketch::of(&[40.0, 10.0, 30.0, 20.0], &[0.0, 0.5, 1.0]);
+        assert_eq!(sketch, Sketch { count: 4, mean: Some(25.0), values: vec![10.0, 20.0, 40.0] });
+        assert_eq!(Sketch::of(&[], &[0.5]).values, Vec::<f64>::new());
+    }
+}
