@@ -15,7 +15,8 @@ use cotenant_report::serve_json::{
     attribution_json, bench_json, diagnostics_json, goodput_json, plan_json, serve_runs_json, summary_json,
     windows_json, BenchFigures, GoodputFigures,
 };
-use cotenant_report::serve_saved::{saved_results_json, saved_run_json};
+use cotenant_report::serve_report::serve_report_html;
+use cotenant_report::serve_saved::{read_saved_results, saved_results_json, saved_run_json};
 use cotenant_report::serve_table::{plan_table_text, serve_run_text, ServeRunText};
 use cotenant_serve::attribution::AttributionEval;
 use cotenant_serve::plan::{goodput_search, plan_serve, with_windows_for, GOODPUT_ATTAINMENT};
@@ -235,6 +236,10 @@ pub struct ServeSimArgs {
     /// window) that `cotenant report` reads.
     #[arg(long, value_name = "PATH")]
     pub save: Option<PathBuf>,
+    /// Also write a self-contained HTML report of the runs to PATH: latency CDFs per
+    /// tenant and scheduler, service difference over time, every metric.
+    #[arg(long, value_name = "PATH")]
+    pub report: Option<PathBuf>,
 }
 
 pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
@@ -250,7 +255,7 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
         let result = simulate(&workload, &config).with_context(|| format!("simulating {}", kind.name()))?;
         let wall_s = started.elapsed().as_secs_f64();
         let summary: Summary = summarize(&workload, &result, config.slo);
-        if args.save.is_some() {
+        if args.save.is_some() || args.report.is_some() {
             saved_runs.push(saved_run_json(&workload, &config, &summary, &result));
         }
         let mut report = summary_json(&summary);
@@ -294,9 +299,16 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
         reports.push(report);
         last_config = Some(config);
     }
-    if let (Some(path), Some(config)) = (&args.save, &last_config) {
-        let document = saved_results_json(&workload, config, &args.deployment.router, saved_runs);
-        write_json(path, &document).context("--save")?;
+    if let Some(config) = &last_config {
+        if args.save.is_some() || args.report.is_some() {
+            let document = saved_results_json(&workload, config, &args.deployment.router, saved_runs);
+            if let Some(path) = &args.save {
+                write_json(path, &document).context("--save")?;
+            }
+            if let Some(path) = &args.report {
+                write_report(path, &document).context("--report")?;
+            }
+        }
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&serve_runs_json(&workload, reports))?);
@@ -308,6 +320,14 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
 fn write_json(path: &Path, value: &Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value)? + "\n";
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// The HTML report of a saved serving-results document, to `path`.
+fn write_report(path: &Path, document: &Value) -> Result<()> {
+    let results = read_saved_results("serve-sim", document)?;
+    let title = format!("cotenant serve-sim: {}", results.source);
+    let (html, _figures) = serve_report_html(&results, &title)?;
+    std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))
 }
 
 fn parse_schedulers(text: &str) -> Result<Vec<SchedulerKind>> {

@@ -14,6 +14,7 @@ pub mod html;
 pub mod jobs_csv;
 pub mod json;
 pub mod serve_json;
+pub mod serve_report;
 pub mod serve_saved;
 pub mod serve_table;
 pub mod table;

@@ -485,6 +485,71 @@ pub fn read_saved_results(file: &str, value: &Value) -> Result<SavedServeResults
     })
 }
 
+/// One run (cell) of a serve sweep's `results.json`: its key columns and every metric.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServeSweepRow {
+    /// The scheduler (the sweep's `policy` column).
+    pub scheduler: String,
+    /// Arrival-rate scale (1 = the trace's rate).
+    pub load: f64,
+    pub seed: u64,
+    /// Every other numeric column, by name; None where the sweep wrote null.
+    pub metrics: std::collections::BTreeMap<String, Option<f64>>,
+}
+
+impl ServeSweepRow {
+    /// A metric's value, when the row has a finite one.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        self.metrics.get(name).copied().flatten().filter(|v| v.is_finite())
+    }
+}
+
+/// The kind of a sweep's `results.json`.
+pub const SWEEP_KIND: &str = "cotenant-sweep";
+/// Key columns of a sweep row that are not metrics.
+const SWEEP_KEYS: [&str; 7] = ["cell", "kind", "policy", "load", "load_mode", "seed", "options"];
+
+/// Reads the rows of a serve sweep's `results.json` (`{"kind": "cotenant-sweep",
+/// "mode": "serve", "rows": [...]}`); `file` names it in errors.
+pub fn read_serve_sweep(file: &str, value: &Value) -> Result<Vec<ServeSweepRow>, SavedError> {
+    let reader = Reader { file };
+    let kind = reader.string(value, "", "kind")?;
+    if kind != SWEEP_KIND {
+        return Err(reader.error("kind", format!("`{kind}`, expected `{SWEEP_KIND}`")));
+    }
+    let mode = reader.string(value, "", "mode")?;
+    if mode != "serve" {
+        return Err(reader.error("mode", format!("`{mode}`: serving sections read serve sweeps only")));
+    }
+    let (rows, rows_field) = reader.array(value, "", "rows")?;
+    rows.iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let field = format!("{rows_field}[{i}]");
+            let scheduler = reader.string(row, &field, "policy")?;
+            let load = reader.number(row, &field, "load")?;
+            let (seed, seed_field) = reader.get(row, &field, "seed")?;
+            let seed = seed.as_u64().ok_or_else(|| reader.error(&seed_field, "expected an integer >= 0"))?;
+            let fields = row.as_object().ok_or_else(|| reader.error(&field, "expected an object"))?;
+            let mut metrics = std::collections::BTreeMap::new();
+            for (name, metric) in fields.iter().filter(|(name, _)| !SWEEP_KEYS.contains(&name.as_str())) {
+                let value = match metric {
+                    Value::Null => None,
+                    Value::Bool(flag) => Some(f64::from(u8::from(*flag))),
+                    Value::Number(number) => number.as_f64(),
+                    Value::String(_) | Value::Array(_) | Value::Object(_) => {
+                        return Err(
+                            reader.error(&format!("{field}.{name}"), "expected a number, a boolean or null")
+                        )
+                    }
+                };
+                metrics.insert(name.clone(), value);
+            }
+            Ok(ServeSweepRow { scheduler, load, seed, metrics })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
