@@ -2,7 +2,8 @@
 # Rebuilds data/ (the traces bundled with the repository) from the shared trace
 # collection. Checks the originals against the collection's SHA256SUMS first,
 # compresses data files deterministically (gzip -n -9), copies attribution and
-# license files as they are, and writes data/SHA256SUMS for the originals used.
+# license files as they are, and writes data/SHA256SUMS for the originals used
+# (plus data/fonts/, which is the repository's own and left as it is).
 #
 #   scripts/rebuild-data.sh            # reads ${COTENANT_TRACES:-../shared/traces}
 #   COTENANT_TRACES=/path/to/traces scripts/rebuild-data.sh
@@ -61,6 +62,10 @@ for f in "${text_files[@]}"; do
   cp "$src/$f" "$out/$f"
   chmod 644 "$out/$f"
 done
+# Files of the repository's own (not from the collection: the report's font) keep their rows.
+if [[ -d $out/fonts ]]; then
+  (cd "$out" && find fonts -type f | LC_ALL=C sort | xargs sha256sum) >>"$sums"
+fi
 LC_ALL=C sort -k2 "$sums" >"$out/SHA256SUMS"
 
 # 3. Check the result: every compressed file decompresses to its original.

@@ -3,10 +3,13 @@
 
 use clap::{Parser, Subcommand};
 
+mod analyze_cmd;
 mod bench_cmd;
 mod progress;
+mod report_cmd;
 mod serve_cmd;
 mod sim_cmd;
+mod sweep;
 mod workload;
 
 /// Help text of `cotenant --help`: what the tool is for (the crate description,
@@ -38,11 +41,29 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Simulate multi-tenant LLM serving (default: the bundled Azure code + conv traces as two tenants).
     ServeSim(Box<serve_cmd::ServeSimArgs>),
+    /// Make one self-contained HTML report (figures and tables) from saved results.
+    ///
+    /// Reads any mix of `cotenant sim --save` files and sweep results.json files; with
+    /// --figures DIR also writes every figure as SVG and PNG. docs/report.md describes
+    /// each figure.
+    Report(report_cmd::ReportArgs),
+    /// Run a grid of sim (or serve-sim) runs: policies x options x loads x seeds, in parallel,
+    /// resumable, or as a Slurm job array (docs/sweep.md).
+    ///
+    /// `cotenant sweep [sim] --policy fifo,las --load 0.8,1,1.2 --seeds 0..3 --out DIR` writes
+    /// DIR/results.csv and DIR/results.json, one row per cell; `cotenant sweep serve
+    /// --scheduler fcfs,vtc ...` sweeps serve-sim. `--emit slurm DIR` writes an sbatch job
+    /// array instead; `--merge DIR` assembles its parts.
+    Sweep(Box<sweep::SweepArgs>),
     /// Plan capacity: the GPUs and replicas a serving load needs (`plan serve`).
     Plan {
         #[command(subcommand)]
         what: PlanCommand,
     },
+    /// Characterize a job trace (default: the Philly week) or request traces (--requests): jobs
+    /// and GPU-time by size, durations, arrivals by hour and weekday, tenants, demand over time,
+    /// token distributions and request rate. Text, --json or --html.
+    Analyze(Box<analyze_cmd::AnalyzeArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -60,8 +81,11 @@ fn main() -> std::process::ExitCode {
             Ok(())
         }
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args),
         Command::ServeSim(args) => serve_cmd::run_serve_sim(*args),
+        Command::Sweep(args) => sweep::run(*args),
         Command::Plan { what: PlanCommand::Serve(args) } => serve_cmd::run_plan_serve(*args),
+        Command::Analyze(args) => analyze_cmd::run(*args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -705,3 +705,13 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
     }
     Ok(())
 }
+
+/// One serve-sim run for `cotenant sweep serve`: `kind` on `workload` (already
+/// loaded, seeded and scaled by the sweep) with the deployment and scheduler
+/// flags of `args`, checked and configured exactly as `serve-sim` does.
+pub fn sweep_run(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -> Result<Summary> {
+    check_window_count(workload, args.window_s)?;
+    let config = serve_config(args, workload, kind)?;
+    let result = simulate(workload, &config).with_context(|| format!("simulating {}", kind.name()))?;
+    Ok(summarize(workload, &result, config.slo))
+}

@@ -76,6 +76,14 @@ pub struct SimArgs {
     /// Write one CSV row per job and policy to this file.
     #[arg(long, value_name = "PATH")]
     pub jobs_csv: Option<PathBuf>,
+    /// Save the results for `cotenant report` (JSON, kind cotenant-sim-results: the
+    /// workload, and per policy the summary, per-job times and per-window series).
+    #[arg(long, value_name = "PATH")]
+    pub save: Option<PathBuf>,
+    /// Write an HTML report of this run (figures and tables, self-contained; what
+    /// `cotenant report` makes from --save's file).
+    #[arg(long, value_name = "PATH")]
+    pub report: Option<PathBuf>,
     /// Explain one job: print, under each policy, when it waited and why, ran, was
     /// preempted and finished. JOB is its id (the `job` column of --jobs-csv).
     #[arg(long, value_name = "JOB")]
@@ -155,6 +163,15 @@ pub fn run(args: SimArgs) -> Result<()> {
         let refs: Vec<&SimResult> = results.iter().collect();
         write_jobs_csv(&refs, BufWriter::new(file)).with_context(|| format!("writing {}", path.display()))?;
     }
+    if args.save.is_some() || args.report.is_some() {
+        let saved = cotenant_report::sim_results(workload_json(&prepared), &results)?;
+        if let Some(path) = &args.save {
+            crate::report_cmd::write_saved(path, &saved)?;
+        }
+        if let Some(path) = &args.report {
+            crate::report_cmd::write_sim_report(path, &saved)?;
+        }
+    }
     let unhealthy = summaries.iter().filter(|s| !s.health.healthy()).count();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -184,6 +201,12 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
     if let Some(path) = &args.jobs_csv {
         writeln!(out, "per-job records: {}", path.display())?;
+    }
+    if let Some(path) = &args.save {
+        writeln!(out, "saved results: {}", path.display())?;
+    }
+    if let Some(path) = &args.report {
+        writeln!(out, "report: {}", path.display())?;
     }
     if unhealthy > 0 {
         eprintln!("warning: {unhealthy} run(s) unhealthy; see the WARNING lines after the table");

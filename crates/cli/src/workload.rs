@@ -19,7 +19,7 @@ const GPUS_PER_NODE: u32 = 8;
 /// Flags that choose the workload and the cluster.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkloadArgs {
-    /// Trace to replay, as KIND:PATH. Kinds: philly, itp, gavel, pollux, tiresias, openb.
+    /// Trace to replay, as KIND:PATH. Kinds: philly, itp, gavel, pollux, tiresias, openb, sacct, kubectl.
     /// Plain or .gz files. Without --trace and --synthetic: the bundled Philly trace,
     /// sliced to the week 2017-11-06..2017-11-13 (6,391 jobs) unless --all or a slice is given.
     #[arg(long, value_name = "KIND:PATH")]
@@ -202,6 +202,8 @@ fn gpu_field(kind: Option<TraceKind>) -> &'static str {
         Some(TraceKind::Gavel) => "scale_factor",
         Some(TraceKind::Pollux) => "num_replicas",
         Some(TraceKind::Itp | TraceKind::Tiresias | TraceKind::Openb) => "num_gpu",
+        Some(TraceKind::Sacct) => "AllocTRES",
+        Some(TraceKind::Kubectl) => "nvidia.com/gpu",
         None => "gpus",
     }
 }
@@ -236,6 +238,13 @@ fn reject_wide_jobs(
         keep[index - 1]
     });
     workload.jobs.retain(|j| j.gpus <= total);
+    if !workload.statuses.is_empty() {
+        let mut index = 0;
+        workload.statuses.retain(|_| {
+            index += 1;
+            keep[index - 1]
+        });
+    }
     for (i, job) in workload.jobs.iter_mut().enumerate() {
         job.id = JobId(i as u32);
     }

@@ -128,6 +128,18 @@ pub fn targets(data: &Path) -> Vec<Target> {
             seeds: with(Vec::new(), OPENB_PODS_HAND),
         },
         Target {
+            name: "sacct",
+            file_name: "sacct.txt",
+            entry: Entry::Jobs(TraceKind::Sacct),
+            seeds: with(vec![SACCT_SAMPLE.as_bytes().to_vec()], SACCT_HAND),
+        },
+        Target {
+            name: "kubectl",
+            file_name: "pods.json",
+            entry: Entry::Jobs(TraceKind::Kubectl),
+            seeds: with(vec![KUBECTL_JOBS_SAMPLE.as_bytes().to_vec()], KUBECTL_HAND),
+        },
+        Target {
             name: "openb-nodes",
             file_name: "openb_node_list_gpu_node.csv",
             entry: Entry::OpenbNodes,
@@ -198,6 +210,45 @@ const OPENB_PODS_HAND: &[&str] = &[
      openb-pod-0001,6000,12288,1,460,,LS,Running,427061,12902960,427061\n\
      openb-pod-0002,8000,0,0,0,,BE,Running,5,,\n\
      openb-pod-0003,8000,30,2,1000,V100M16|V100M32,Burstable,Pending,7,,\n",
+];
+/// The hand-built operator samples of docs/examples (the pod list is larger than
+/// [`MAX_INPUT`], so its shapes are in [`KUBECTL_HAND`] instead).
+const SACCT_SAMPLE: &str = include_str!("../../../docs/examples/sacct-sample.txt");
+const KUBECTL_JOBS_SAMPLE: &str = include_str!("../../../docs/examples/kubectl-jobs.json");
+const SACCT_HAND: &[&str] = &[
+    "JobID|User|Account|Partition|Submit|Start|End|Elapsed|State|AllocTRES|ReqTRES|\r\n\
+     7|ana||gpu|2026-01-05T09:00:00|2026-01-05T09:00:05|2026-01-06T10:00:05|1-01:00:00|CANCELLED by 0|\
+     cpu=2,gres/gpu:v100=2,gres/gpu:a100=1,mem=1.5T|gres/gpu=3|\r\n\
+     8_[1-3%1]|bo|x|gpu|2026-01-05T09:00:00|Unknown|Unknown|00:00:00|PENDING||gres/gpu=1|\r\n\
+     9+1|bo|x|gpu|2026-01-05T09:00:00|None|None|00:00|REQUEUE_HOLD||cpu=1|\r\n",
+    "State|End|Start|Submit|Account|AllocTRES|JobID\n\
+     TIMEOUT|2026-01-05T12:00:00|2026-01-05T10:00:00|2026-01-05T09:00:00|vision|gres/gpu=8,node=1|12\n\
+     COMPLETED|2026-01-05T12:00:00|2026-01-05T10:00:00|2026-01-05T09:00:00|vision|cpu=8,node=1|13\n",
+];
+const KUBECTL_HAND: &[&str] = &[
+    r#"{"apiVersion": "v1", "kind": "List", "items": [
+{"kind": "Pod", "metadata": {"name": "a", "namespace": "nlp", "creationTimestamp": "2026-01-05T10:00:00Z",
+  "ownerReferences": [{"kind": "Job", "name": "gone"}]},
+ "spec": {"initContainers": [{"restartPolicy": "Always", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+   {"resources": {"requests": {"nvidia.com/gpu": 4}}}],
+  "containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}}}]},
+ "status": {"phase": "Succeeded", "startTime": "2026-01-05T12:00:30+02:00",
+  "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-01-05T11:00:00.25Z"}}}]}},
+{"kind": "Pod", "metadata": {"name": "b", "namespace": "cv", "creationTimestamp": "2026-01-05T10:05:00Z"},
+ "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+ "status": {"phase": "Pending"}},
+{"kind": "Job", "metadata": {"name": "j", "namespace": "nlp", "creationTimestamp": "2026-01-05T09:00:00Z"},
+ "spec": {"parallelism": 2, "completions": 3, "template": {"spec": {"containers": [
+   {"resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}},
+ "status": {"startTime": "2026-01-05T09:00:10Z", "conditions": [
+   {"type": "Failed", "status": "True", "lastTransitionTime": "2026-01-05T09:30:00Z"}]}},
+{"kind": "Service", "metadata": {"name": "s"}}
+]}
+"#,
+    r#"{"kind": "Pod", "metadata": {"name": "solo", "namespace": "x", "creationTimestamp": "2026-01-05T10:00:00Z"},
+ "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+ "status": {"phase": "Failed", "startTime": "2026-01-05T10:00:01Z",
+  "containerStatuses": [{"state": {"terminated": {"finishedAt": null}}}, {"state": {"running": {}}}]}}"#,
 ];
 const OPENB_NODES_HAND: &[&str] =
     &["sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0000,64000,262144,2,P100\n\

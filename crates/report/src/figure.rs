@@ -123,6 +123,9 @@ pub enum SeriesKind {
     Line,
     /// A step function: each point's value holds until the next point's x.
     Step,
+    /// A thin dashed line between consecutive points: references such as a
+    /// quota (drawn 1 px wide, as many short segments).
+    Dashed,
     /// A marker at each point.
     Points,
     /// A bar from zero (or the axis minimum) to each point; on a categorical x
@@ -162,6 +165,11 @@ impl Series {
         Series::of(name, SeriesKind::Step, points)
     }
 
+    /// A thin dashed reference line through `points`.
+    pub fn dashed(name: &str, points: Vec<(f64, f64)>) -> Series {
+        Series::of(name, SeriesKind::Dashed, points)
+    }
+
     /// Markers at `points`.
     pub fn points(name: &str, points: Vec<(f64, f64)>) -> Series {
         Series::of(name, SeriesKind::Points, points)
@@ -186,9 +194,11 @@ impl Series {
     }
 }
 
-/// Where the legend sits inside the plot area.
+/// Where the legend sits: beside the plot (right, the default: never hides
+/// data) or inside the plot area at a corner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LegendPosition {
+    Right,
     UpperLeft,
     UpperRight,
     LowerLeft,
@@ -212,7 +222,7 @@ pub struct Figure {
 }
 
 impl Figure {
-    /// An empty figure of [`DEFAULT_SIZE`] with the legend at the upper right.
+    /// An empty figure of [`DEFAULT_SIZE`] with the legend to the right of the plot.
     pub fn new(title: &str, x: Axis, y: Axis) -> Figure {
         Figure {
             title: title.into(),
@@ -220,7 +230,7 @@ impl Figure {
             y,
             x_categories: None,
             series: Vec::new(),
-            legend: LegendPosition::UpperRight,
+            legend: LegendPosition::Right,
             size: DEFAULT_SIZE,
         }
     }
@@ -340,12 +350,19 @@ impl Figure {
         root.fill(&WHITE)?;
         let x_axis = AxisMap::new(&self.x, self.x_range(), self.x_categories.as_deref());
         let y_axis = AxisMap::new(&self.y, self.y_range(), None);
+        // A legend beside the plot takes the widest name, the sample and padding.
+        let legend_width = if self.legend == LegendPosition::Right && !self.series.is_empty() {
+            let widest = self.series.iter().map(|s| font(15.0).box_size(&s.name).map_or(0, |b| b.0)).max();
+            widest.unwrap_or(0) as i32 + px(52.0)
+        } else {
+            0
+        };
         let mut chart = ChartBuilder::on(root)
-            .caption(&self.title, font(20.0))
+            .caption(&self.title, font(22.0))
             .margin(px(12.0))
-            .margin_right(px(36.0))
-            .x_label_area_size(px(48.0))
-            .y_label_area_size(px(72.0))
+            .margin_right(px(36.0) + legend_width)
+            .x_label_area_size(px(52.0))
+            .y_label_area_size(px(76.0))
             .build_cartesian_2d(x_axis.coord(), y_axis.coord())?;
         let x_format = |v: &f64| x_axis.label(*v);
         let y_format = |v: &f64| y_axis.label(*v);
@@ -359,8 +376,8 @@ impl Figure {
             .y_desc(self.y.title())
             .x_label_formatter(&x_format)
             .y_label_formatter(&y_format)
-            .label_style(font(13.0))
-            .axis_desc_style(font(15.0))
+            .label_style(font(15.0))
+            .axis_desc_style(font(17.0))
             .x_labels(x_axis.ticks.len().max(2))
             .y_labels(y_axis.ticks.len().max(2))
             .draw()?;
@@ -371,10 +388,10 @@ impl Figure {
             let (r, g, b) = PALETTE[series.color.unwrap_or(i) % PALETTE.len()];
             let color = RGBColor(r, g, b);
             let to_xy = |&(x, y): &(f64, f64)| (x_axis.map(x), y_axis.map(y));
-            let legend_style = color.stroke_width(stroke);
-            let drawn = match series.kind {
+            let line_style = color.stroke_width(stroke);
+            match series.kind {
                 SeriesKind::Line => {
-                    chart.draw_series(LineSeries::new(series.points.iter().map(to_xy), legend_style))?
+                    chart.draw_series(LineSeries::new(series.points.iter().map(to_xy), line_style))?
                 }
                 SeriesKind::Step => {
                     let mut steps = Vec::with_capacity(series.points.len() * 2);
@@ -384,8 +401,14 @@ impl Figure {
                         }
                         steps.push(to_xy(point));
                     }
-                    chart.draw_series(LineSeries::new(steps, legend_style))?
+                    chart.draw_series(LineSeries::new(steps, line_style))?
                 }
+                SeriesKind::Dashed => chart.draw_series(DashedLineSeries::new(
+                    series.points.iter().map(to_xy),
+                    px(6.0),
+                    px(4.0),
+                    color.stroke_width(px(1.0).max(1) as u32),
+                ))?,
                 SeriesKind::Points => chart.draw_series(
                     series.points.iter().map(|p| Circle::new(to_xy(p), px(3.0), color.filled())),
                 )?,
@@ -412,44 +435,80 @@ impl Figure {
                     chart.draw_series(std::iter::once(Polygon::new(outline, color.mix(0.22).filled())))?
                 }
             };
-            let kind = series.kind;
-            drawn.label(series.name.as_str()).legend(move |(x, y)| -> DynElement<'static, DB, (i32, i32)> {
-                // (x, y) is the left end of the legend sample's slot.
-                let width = px(20.0);
-                match kind {
-                    SeriesKind::Bars | SeriesKind::Band => {
-                        let fill =
-                            if kind == SeriesKind::Band { color.mix(0.35).filled() } else { color.filled() };
-                        Rectangle::new([(x, y - px(5.0)), (x + width, y + px(5.0))], fill).into_dyn()
-                    }
-                    SeriesKind::Points => Circle::new((x + width / 2, y), px(4.0), color.filled()).into_dyn(),
-                    // A thick dash, drawn as a rectangle so that the only polylines in a
-                    // series' color are its data (tests count their points).
-                    _ => Rectangle::new([(x, y - px(1.5)), (x + width, y + px(1.5))], color.filled())
-                        .into_dyn(),
-                }
-            });
         }
+        // The legend is drawn on the root area: plotters' own is clipped to the
+        // plot, so it cannot sit beside it.
         if !self.series.is_empty() {
-            let position = match self.legend {
-                LegendPosition::UpperLeft => SeriesLabelPosition::UpperLeft,
-                LegendPosition::UpperRight => SeriesLabelPosition::UpperRight,
-                LegendPosition::LowerLeft => SeriesLabelPosition::LowerLeft,
-                LegendPosition::LowerRight => SeriesLabelPosition::LowerRight,
-            };
-            chart
-                .configure_series_labels()
-                .position(position)
-                .margin(px(8.0))
-                .legend_area_size(px(26.0))
-                .label_font(font(13.0))
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(160, 160, 160))
-                .draw()?;
+            let (left, top) = chart.plotting_area().get_base_pixel();
+            let (width, height) = chart.plotting_area().dim_in_pixel();
+            self.draw_legend(root, scale, (left, top, width as i32, height as i32))?;
         } else {
             let (w, h) = root.dim_in_pixel();
             let style = font(15.0).color(&RGBColor(120, 120, 120)).pos(Pos::new(HPos::Center, VPos::Center));
             root.draw_text("no data", &style, (w as i32 / 2, h as i32 / 2))?;
+        }
+        Ok(())
+    }
+
+    /// The legend: a box listing each series' sample and name, beside the plot
+    /// (`plot` = left, top, width, height in pixels) or inside one of its corners.
+    fn draw_legend<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        scale: f64,
+        (left, top, width, height): (i32, i32, i32, i32),
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        let px = |v: f64| (v * scale).round() as i32;
+        let font = (FONT_FAMILY, 15.0 * scale).into_font();
+        let widest = self.series.iter().map(|s| font.box_size(&s.name).map_or(0, |b| b.0)).max().unwrap_or(0);
+        let (pad, row, sample, gap) = (px(8.0), px(22.0), px(20.0), px(8.0));
+        let box_width = pad + sample + gap + widest as i32 + pad;
+        let box_height = pad * 2 + row * self.series.len() as i32;
+        let margin = px(8.0);
+        let (x0, y0) = match self.legend {
+            LegendPosition::Right => (left + width + px(14.0), top),
+            LegendPosition::UpperLeft => (left + margin, top + margin),
+            LegendPosition::UpperRight => (left + width - margin - box_width, top + margin),
+            LegendPosition::LowerLeft => (left + margin, top + height - margin - box_height),
+            LegendPosition::LowerRight => {
+                (left + width - margin - box_width, top + height - margin - box_height)
+            }
+        };
+        let corners = [(x0, y0), (x0 + box_width, y0 + box_height)];
+        root.draw(&Rectangle::new(corners, WHITE.mix(0.85).filled()))?;
+        root.draw(&Rectangle::new(corners, RGBColor(160, 160, 160)))?;
+        let label = font.color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+        for (i, series) in self.series.iter().enumerate() {
+            let (r, g, b) = PALETTE[series.color.unwrap_or(i) % PALETTE.len()];
+            let color = RGBColor(r, g, b);
+            let (x, y) = (x0 + pad, y0 + pad + row * i as i32 + row / 2);
+            // Samples are rectangles and circles, never polylines: the only polylines
+            // in a series' color are its data (tests count their points).
+            match series.kind {
+                SeriesKind::Bars => {
+                    root.draw(&Rectangle::new([(x, y - px(5.0)), (x + sample, y + px(5.0))], color.filled()))?
+                }
+                SeriesKind::Band => root.draw(&Rectangle::new(
+                    [(x, y - px(5.0)), (x + sample, y + px(5.0))],
+                    color.mix(0.35).filled(),
+                ))?,
+                SeriesKind::Points => {
+                    root.draw(&Circle::new((x + sample / 2, y), px(4.0), color.filled()))?
+                }
+                SeriesKind::Line | SeriesKind::Step => {
+                    root.draw(&Rectangle::new([(x, y - px(1.5)), (x + sample, y + px(1.5))], color.filled()))?
+                }
+                SeriesKind::Dashed => {
+                    for dash in [0, 2] {
+                        let x = x + sample * dash / 4 + px(1.0);
+                        root.draw(&Rectangle::new(
+                            [(x, y - px(0.5)), (x + sample / 4, y + px(0.5))],
+                            color.filled(),
+                        ))?
+                    }
+                }
+            }
+            root.draw_text(&series.name, &label, (x + sample + gap, y))?;
         }
         Ok(())
     }
@@ -512,12 +571,19 @@ fn resolve_range(axis: &Axis, values: impl Iterator<Item = f64>, zero: Zero) -> 
     }
     match axis.scale {
         Scale::Log => {
-            let low = 10f64.powf(low.log10().floor());
-            let mut high = 10f64.powf(high.log10().ceil());
-            if high <= low {
-                high = low * 10.0;
+            // Wide ranges end on decades; narrow ones (under two decades) on the
+            // 1-2-5 sequence. A minimum that is itself on the grid gets one step
+            // below it, so that bars of that value are seen.
+            let wide = high / low > 100.0;
+            let mut snapped_low = snap_log(low, wide, false);
+            if snapped_low >= low {
+                snapped_low = snap_log(snapped_low * 0.999, wide, false);
             }
-            (low, high)
+            let mut snapped_high = snap_log(high, wide, true);
+            if snapped_high <= snapped_low {
+                snapped_high = snapped_low * 10.0;
+            }
+            (snapped_low, snapped_high)
         }
         Scale::Linear => {
             let close = (low > 0.0 && low < high * 0.5) || (high < 0.0 && high > low * 0.5);
@@ -535,16 +601,49 @@ fn resolve_range(axis: &Axis, values: impl Iterator<Item = f64>, zero: Zero) -> 
     }
 }
 
-/// A round tick step (1, 2 or 5 times a power of ten) giving about five intervals over `span`.
+/// The nearest grid value at or below (`up`: at or above) `value` > 0: a power
+/// of ten when `decades`, else 1, 2 or 5 times one.
+fn snap_log(value: f64, decades: bool, up: bool) -> f64 {
+    let decade = 10f64.powf(value.log10().floor());
+    let multiples: &[f64] = if decades { &[1.0, 10.0] } else { &[1.0, 2.0, 5.0, 10.0] };
+    let candidates = multiples.iter().map(|m| m * decade);
+    if up {
+        candidates.into_iter().find(|&c| c >= value * (1.0 - 1e-12)).unwrap_or(decade * 10.0)
+    } else {
+        candidates.into_iter().rev().find(|&c| c <= value * (1.0 + 1e-12)).unwrap_or(decade)
+    }
+}
+
+/// Ticks of a log axis over `low..=high` (data values): decades (every k-th, at
+/// most 8) over wide ranges, 1-2-5 within two decades.
+fn log_ticks(low: f64, high: f64) -> Vec<f64> {
+    let (first, last) = (low.log10().floor() as i32, high.log10().ceil() as i32);
+    let decades = last - first;
+    let multiples: &[f64] = if decades > 2 { &[1.0] } else { &[1.0, 2.0, 5.0] };
+    let every = ((decades as f64) / 8.0).ceil().max(1.0) as i32;
+    let mut ticks = Vec::new();
+    for exponent in (first..=last).filter(|e| (e - first) % every == 0) {
+        for m in multiples {
+            let value = m * 10f64.powi(exponent);
+            if value >= low * (1.0 - 1e-9) && value <= high * (1.0 + 1e-9) {
+                ticks.push(value);
+            }
+        }
+    }
+    ticks
+}
+
+/// A round tick step (1, 2 or 5 times a power of ten) giving four to eight intervals over `span`.
 fn nice_step(span: f64) -> f64 {
     let raw = span / 5.0;
     let magnitude = 10f64.powf(raw.log10().floor());
     let fraction = raw / magnitude;
-    let nice = if fraction <= 1.0 {
+    // Nearest, not next larger: a range rounded to the step wastes less of the plot.
+    let nice = if fraction < 1.5 {
         1.0
-    } else if fraction <= 2.0 {
+    } else if fraction < 3.0 {
         2.0
-    } else if fraction <= 5.0 {
+    } else if fraction < 7.0 {
         5.0
     } else {
         10.0
@@ -577,10 +676,11 @@ impl<'a> AxisMap<'a> {
             Scale::Linear => (Scale::Linear, low, high),
         };
         let high = if high > low { high } else { low + 1.0 };
-        let step = match scale {
-            Scale::Log => ((high - low) / 8.0).ceil().max(1.0),
-            Scale::Linear => nice_step(high - low),
-        };
+        if scale == Scale::Log {
+            let ticks = log_ticks(10f64.powf(low), 10f64.powf(high)).iter().map(|t| t.log10()).collect();
+            return AxisMap { scale, low, high, ticks, step: 1.0, categories: None };
+        }
+        let step = nice_step(high - low);
         let first = (low / step - 1e-9).ceil() as i64;
         let last = (high / step + 1e-9).floor() as i64;
         let ticks = (first..=last).take(50).map(|k| k as f64 * step).collect();
@@ -620,7 +720,10 @@ impl<'a> AxisMap<'a> {
         }
         match self.scale {
             Scale::Log => {
-                let value = 10f64.powf(plotted.round());
+                // Ticks sit on 1, 2 or 5 times a power of ten: undo log10's rounding.
+                let value = 10f64.powf(plotted);
+                let magnitude = 10f64.powf(value.log10().floor());
+                let value = (value / magnitude).round() * magnitude;
                 format_number(value, value)
             }
             Scale::Linear => format_number(plotted, self.step),
@@ -775,6 +878,24 @@ mod tests {
         figure.to_png().unwrap();
         let empty = Figure::new("nothing", Axis::linear("x", "s"), Axis::linear("y", "s"));
         assert!(empty.to_svg().unwrap().contains("no data"));
+    }
+
+    #[test]
+    fn log_axes_use_decades_when_wide_and_one_two_five_when_narrow() {
+        assert_eq!(log_ticks(1.0, 10_000.0), vec![1.0, 10.0, 100.0, 1000.0, 10_000.0]);
+        assert_eq!(log_ticks(20_000.0, 200_000.0), vec![20_000.0, 50_000.0, 100_000.0, 200_000.0]);
+        let mut narrow = Figure::new("t", Axis::linear("x", "s"), Axis::log("y", "s"));
+        narrow.push(Series::line("a", vec![(0.0, 430_000.0), (1.0, 700_000.0)]));
+        assert_eq!(narrow.y_range(), (200_000.0, 1_000_000.0));
+        // A minimum on the grid gets one step below it (bars of that value show).
+        let mut on_grid = Figure::new("t", Axis::linear("x", "s"), Axis::log("y", "s"));
+        on_grid.push(Series::bars("a", vec![(0.0, 1.0), (1.0, 3.0)]));
+        assert_eq!(on_grid.y_range(), (0.5, 5.0));
+        let labels: Vec<String> = log_ticks(0.5, 5.0)
+            .iter()
+            .map(|t| AxisMap::new(&on_grid.y, (0.5, 5.0), None).label(t.log10()))
+            .collect();
+        assert_eq!(labels, ["0.5", "1", "2", "5"]);
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct HtmlReport {
     /// A line under the title (e.g. the command and version that made the report).
     subtitle: Option<String>,
     blocks: Vec<Block>,
+    /// Figures added with [`HtmlReport::named_figure`], for export as files.
+    named: Vec<(String, Figure)>,
 }
 
 #[derive(Clone, Debug)]
@@ -56,7 +58,7 @@ enum Block {
 impl HtmlReport {
     /// An empty report titled `title`.
     pub fn new(title: &str) -> HtmlReport {
-        HtmlReport { title: title.into(), subtitle: None, blocks: Vec::new() }
+        HtmlReport { title: title.into(), subtitle: None, blocks: Vec::new(), named: Vec::new() }
     }
 
     /// Sets the line shown under the title.
@@ -96,6 +98,33 @@ impl HtmlReport {
         let svg = figure.to_svg()?;
         self.figure_svg(svg, caption);
         Ok(())
+    }
+
+    /// A figure, as [`HtmlReport::figure`], kept under `name` (a file stem: letters,
+    /// digits, `-`, `_`) for [`HtmlReport::write_figures`].
+    pub fn named_figure(&mut self, name: &str, figure: Figure, caption: &str) -> Result<(), FigureError> {
+        self.figure(&figure, caption)?;
+        self.named.push((name.to_string(), figure));
+        Ok(())
+    }
+
+    /// The figures added with [`HtmlReport::named_figure`], in order.
+    pub fn named_figures(&self) -> &[(String, Figure)] {
+        &self.named
+    }
+
+    /// Writes each named figure as `DIR/NAME.svg` and `DIR/NAME.png` (creating `DIR`);
+    /// returns the paths written.
+    pub fn write_figures(&self, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>, FigureError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|source| FigureError::Io { path: dir.display().to_string(), source })?;
+        let mut written = Vec::new();
+        for (name, figure) in &self.named {
+            figure.write_files(dir, name)?;
+            written.push(dir.join(format!("{name}.svg")));
+            written.push(dir.join(format!("{name}.png")));
+        }
+        Ok(written)
     }
 
     /// An already-rendered SVG document (from [`Figure::to_svg`]) with a caption.
@@ -235,8 +264,9 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// Lower-case letters and digits of `text`, other runs as one `-` (for anchors).
-fn slug(text: &str) -> String {
+/// Lower-case letters and digits of `text`, other runs as one `-` (for anchors
+/// and figure file names).
+pub fn slug(text: &str) -> String {
     let mut out = String::new();
     for c in text.chars() {
         if c.is_ascii_alphanumeric() {
@@ -266,7 +296,7 @@ a { color: var(--accent); }
 p.note { background: var(--note); border-left: 4px solid #e69f00; padding: .5rem .8rem; white-space: pre-wrap; }
 pre { background: #f6f6f6; padding: .6rem .8rem; overflow-x: auto; font-size: .8rem; }
 figure { margin: 1.2rem 0; }
-figure svg { display: block; max-width: 100%; height: auto; border: 1px solid #eee; }
+figure svg { display: block; width: 100%; max-width: 60rem; height: auto; border: 1px solid #eee; }
 figcaption { color: var(--muted); font-size: .9rem; margin-top: .3rem; max-width: 50rem; }
 .table { overflow-x: auto; margin: 1rem 0; }
 table { border-collapse: collapse; font-size: .85rem; font-variant-numeric: tabular-nums; }

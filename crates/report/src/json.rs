@@ -8,7 +8,8 @@ fn distribution(d: &Distribution) -> Value {
     json!({ "count": d.count, "mean": d.mean, "p50": d.p50, "p90": d.p90, "p99": d.p99, "max": d.max })
 }
 
-fn summary(s: &Summary) -> Value {
+/// One run's summary as JSON (an element of [`summaries_json`]'s `runs`).
+pub fn summary_json(s: &Summary) -> Value {
     let tenants: Vec<Value> = s
         .tenants
         .iter()
@@ -61,6 +62,6 @@ pub fn summaries_json(workload: Value, summaries: &[Summary]) -> Value {
     json!({
         "workload": workload,
         "healthy": summaries.iter().all(|s| s.health.healthy()),
-        "runs": summaries.iter().map(summary).collect::<Vec<_>>(),
+        "runs": summaries.iter().map(summary_json).collect::<Vec<_>>(),
     })
 }

@@ -3,11 +3,41 @@
 use cotenant_core::limits::MAX_SHARE_WINDOWS;
 use cotenant_core::{Span, Time};
 
-/// GPU-time one tenant received in one window, and whether it had jobs waiting.
+/// One window: per tenant, the GPU-time it received, whether it had jobs
+/// waiting, and the integral of its waiting jobs; and the window's covered time
+/// and capacity (the last window of a run is covered only up to the run's end).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WindowUsage {
     pub gpu_us: Vec<u64>,
     pub backlogged: Vec<bool>,
+    /// Per tenant, the integral over the window of its number of waiting jobs
+    /// (job-µs): divided by `span_us`, the tenant's mean queue length.
+    pub waiting_job_us: Vec<u64>,
+    /// Time of this window the run has accounted (the window length, except
+    /// for the last window).
+    pub span_us: u64,
+    /// GPU-time available (GPUs up × time) in this window.
+    pub available_gpu_us: u64,
+}
+
+impl WindowUsage {
+    /// Mean number of jobs waiting over the window's covered time (all tenants).
+    pub fn mean_queue_length(&self) -> f64 {
+        if self.span_us == 0 {
+            return 0.0;
+        }
+        let total: u128 = self.waiting_job_us.iter().map(|&w| u128::from(w)).sum();
+        total as f64 / self.span_us as f64
+    }
+
+    /// GPU-time held by jobs over GPU-time available in this window (0 when none was).
+    pub fn utilization(&self) -> f64 {
+        if self.available_gpu_us == 0 {
+            return 0.0;
+        }
+        let held: u128 = self.gpu_us.iter().map(|&g| u128::from(g)).sum();
+        held as f64 / self.available_gpu_us as f64
+    }
 }
 
 /// Integrates piecewise-constant usage between simulator steps.
@@ -114,6 +144,11 @@ impl UsageTracker {
                     for (any, more) in window.backlogged.iter_mut().zip(&second.backlogged) {
                         *any |= more;
                     }
+                    for (total, more) in window.waiting_job_us.iter_mut().zip(&second.waiting_job_us) {
+                        *total = total.saturating_add(*more);
+                    }
+                    window.span_us = window.span_us.saturating_add(second.span_us);
+                    window.available_gpu_us = window.available_gpu_us.saturating_add(second.available_gpu_us);
                 }
                 window
             })
@@ -127,6 +162,9 @@ impl UsageTracker {
             self.windows.resize_with(index + 1, || WindowUsage {
                 gpu_us: vec![0; tenants],
                 backlogged: vec![false; tenants],
+                waiting_job_us: vec![0; tenants],
+                span_us: 0,
+                available_gpu_us: 0,
             });
         }
         let window = &mut self.windows[index];
@@ -139,7 +177,12 @@ impl UsageTracker {
             if self.tenant_waiting[t] > 0 && span_us > 0 {
                 window.backlogged[t] = true;
             }
+            let waiting = u64::from(self.tenant_waiting[t]).saturating_mul(span_us);
+            window.waiting_job_us[t] = window.waiting_job_us[t].saturating_add(waiting);
         }
+        window.span_us = window.span_us.saturating_add(span_us);
+        window.available_gpu_us =
+            window.available_gpu_us.saturating_add(u64::from(self.up_gpus).saturating_mul(span_us));
         self.available_gpu_us += u128::from(self.up_gpus) * u128::from(span_us);
         if self.tenant_waiting.iter().any(|&w| w > 0) {
             self.idle_while_waiting_gpu_us += u128::from(self.free_gpus) * u128::from(span_us);
@@ -172,6 +215,34 @@ mod tests {
     }
 
     #[test]
+    fn windows_integrate_waiting_jobs_and_capacity() {
+        // Window 10 s from t = 0: tenant 0 has 2 waiting for 0-4 s, then 1 until 15 s;
+        // tenant 1 has 3 waiting from 12 s. 4 GPUs up, 3 held by tenant 0 throughout.
+        let mut usage = UsageTracker::new(2, 4, Span::from_secs(10));
+        usage.tenant_half_gpus = vec![6, 0];
+        usage.tenant_waiting = vec![2, 0];
+        usage.advance(Time::from_secs(4));
+        usage.tenant_waiting = vec![1, 0];
+        usage.advance(Time::from_secs(12));
+        usage.tenant_waiting = vec![1, 3];
+        usage.advance(Time::from_secs(15));
+        let [first, second] = &usage.windows[..] else { panic!("two windows: {:?}", usage.windows) };
+        assert_eq!(first.waiting_job_us, vec![2 * 4_000_000 + 6_000_000, 0]);
+        assert_eq!(first.span_us, 10_000_000);
+        assert_eq!(first.mean_queue_length(), 1.4);
+        assert_eq!(first.available_gpu_us, 40_000_000);
+        assert_eq!(first.utilization(), 0.75);
+        // The last window is covered for 5 s: (1 x 5 + 3 x 3) / 5 jobs waiting on average.
+        assert_eq!(second.waiting_job_us, vec![5_000_000, 9_000_000]);
+        assert_eq!(second.span_us, 5_000_000);
+        assert_eq!(second.mean_queue_length(), 14.0 / 5.0);
+        assert_eq!(second.available_gpu_us, 20_000_000);
+        // Window capacities add up to the run's.
+        let windows_available: u128 = usage.windows.iter().map(|w| u128::from(w.available_gpu_us)).sum();
+        assert_eq!(windows_available, usage.available_gpu_us);
+    }
+
+    #[test]
     fn a_run_longer_than_the_window_limit_widens_windows_and_stays_bounded() {
         let mut narrow = UsageTracker::new(1, 4, Span::from_secs(1));
         narrow.tenant_half_gpus = vec![2];
@@ -188,6 +259,9 @@ mod tests {
         wide.advance(Time::from_secs(3 * MAX_SHARE_WINDOWS));
         assert_eq!(narrow.windows, wide.windows);
         assert_eq!(narrow.busy_gpu_us, wide.busy_gpu_us);
+        assert_eq!(narrow.windows[0].waiting_job_us, vec![4_000_000]);
+        assert_eq!(narrow.windows[0].span_us, 4_000_000);
+        assert_eq!(narrow.windows[0].available_gpu_us, 16_000_000);
     }
 
     #[test]

@@ -18,9 +18,11 @@ mod cluster_config;
 mod error;
 mod gavel;
 mod itp;
+pub mod kubectl;
 mod openb;
 mod philly;
 mod pollux;
+pub mod sacct;
 mod slice;
 pub mod suggest;
 mod synthetic;
@@ -35,12 +37,14 @@ pub use cluster_config::{
 pub use error::TraceError;
 pub use gavel::{read_gavel, write_gavel_trace};
 pub use itp::read_itp;
+pub use kubectl::{parse_kubectl, read_kubectl, KUBECTL_COMMANDS};
 pub use openb::{
     parse_openb_nodes, read_openb_nodes, read_openb_pods, SKIP_CPU_NODE, SKIP_CPU_ONLY, SKIP_NEVER_SCHEDULED,
     SKIP_NO_DELETION,
 };
 pub use philly::{apply_vc_quotas, largest_remainder, read_philly, read_philly_vc, VcNodes};
 pub use pollux::{pollux_gpu_secs, read_pollux, POLLUX_BUCKET_MEDIAN_GPU_SECS};
+pub use sacct::{parse_sacct, read_sacct, SACCT_COMMAND};
 pub use slice::{Slice, SliceBound};
 pub use synthetic::{generate, DurationDist, GpuDist, SyntheticSpec, MAX_SYNTHETIC_JOBS};
 pub use tiresias::read_tiresias;
@@ -64,6 +68,15 @@ pub struct Workload {
     /// Transformations that kept rows but changed or modelled something
     /// (slicing, modelled run times, fractional GPUs rounded up, ...), one line each.
     pub notes: Vec<String>,
+    /// The wall-clock instant of time 0 (microseconds since 1970-01-01 in the trace's
+    /// own zone) for traces with wall-clock timestamps (Philly); `None` for traces whose
+    /// times are relative to their start. `cotenant analyze` reads it for arrivals by
+    /// hour of day and day of week.
+    pub wall_clock_origin_us: Option<i64>,
+    /// Each job's final status as the trace records it (sacct `State`, kubectl pod
+    /// phase or Job condition), parallel to `jobs`; empty when the trace records none.
+    /// `cotenant analyze` reports the status mix from it.
+    pub statuses: Vec<String>,
 }
 
 impl Workload {
@@ -100,16 +113,22 @@ pub enum TraceKind {
     Tiresias,
     /// Alibaba openb pod lists `openb_pod_list_*.csv`.
     Openb,
+    /// Slurm accounting, `sacct --parsable2` output (accounts as tenants).
+    Sacct,
+    /// Kubernetes `kubectl get pods|jobs -A -o json` (namespaces as tenants).
+    Kubectl,
 }
 
 impl TraceKind {
-    pub const ALL: [TraceKind; 6] = [
+    pub const ALL: [TraceKind; 8] = [
         TraceKind::Philly,
         TraceKind::Itp,
         TraceKind::Gavel,
         TraceKind::Pollux,
         TraceKind::Tiresias,
         TraceKind::Openb,
+        TraceKind::Sacct,
+        TraceKind::Kubectl,
     ];
 
     pub fn name(self) -> &'static str {
@@ -120,6 +139,8 @@ impl TraceKind {
             TraceKind::Pollux => "pollux",
             TraceKind::Tiresias => "tiresias",
             TraceKind::Openb => "openb",
+            TraceKind::Sacct => "sacct",
+            TraceKind::Kubectl => "kubectl",
         }
     }
 }
@@ -149,6 +170,8 @@ pub fn read_trace(kind: TraceKind, path: &Path, slice: &Slice) -> Result<Workloa
         TraceKind::Pollux => read_pollux(path, slice),
         TraceKind::Tiresias => read_tiresias(path, slice),
         TraceKind::Openb => read_openb_pods(path, slice),
+        TraceKind::Sacct => read_sacct(path, slice),
+        TraceKind::Kubectl => read_kubectl(path, slice),
     }
 }
 
@@ -167,6 +190,8 @@ pub fn parse_trace(
         TraceKind::Pollux => pollux::parse_pollux(path, bytes, slice),
         TraceKind::Tiresias => tiresias::parse_tiresias(path, bytes, slice),
         TraceKind::Openb => openb::parse_openb_pods(path, bytes, slice),
+        TraceKind::Sacct => parse_sacct(path, bytes, slice),
+        TraceKind::Kubectl => parse_kubectl(path, bytes, slice),
     }
 }
 
@@ -225,5 +250,6 @@ fn workspace_root() -> PathBuf {
 }
 
 pub mod accounts;
+pub mod analyze;
 pub mod gavel_throughputs;
 pub mod requests;

@@ -131,6 +131,8 @@ pub(crate) struct RawJob {
     pub job_type: Option<String>,
     pub cpus: u32,
     pub memory_gib: u32,
+    /// The final status the trace records (sacct `State`, kubectl phase or condition), if any.
+    pub status: Option<String>,
 }
 
 impl RawJob {
@@ -146,6 +148,7 @@ impl RawJob {
             job_type: None,
             cpus: 0,
             memory_gib: 0,
+            status: None,
         }
     }
 }
@@ -311,7 +314,9 @@ pub(crate) fn assemble(
     if clock == Clock::WallClock {
         report.notes.push(format!("time 0 is {}", format_wall_clock(epoch_us)));
     }
-    Ok(number_jobs(source, raw, epoch_us, report))
+    let mut workload = number_jobs(source, raw, epoch_us, report);
+    workload.wall_clock_origin_us = (clock == Clock::WallClock).then_some(epoch_us);
+    Ok(workload)
 }
 
 /// The jobs that `keys` (sorted (arrival, file position) pairs) name, in that order.
@@ -338,7 +343,12 @@ fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadRepo
     let mut job_types: Vec<String> = Vec::new();
     let mut jobs = Vec::with_capacity(raw.len());
     let mut lines = Vec::with_capacity(raw.len());
+    let has_status = raw.iter().any(|r| r.status.is_some());
+    let mut statuses = Vec::with_capacity(if has_status { raw.len() } else { 0 });
     for (i, r) in raw.into_iter().enumerate() {
+        if has_status {
+            statuses.push(r.status.unwrap_or_else(|| "unknown".to_string()));
+        }
         let tenant = tenant_names.binary_search(&r.tenant).unwrap_or(0) as u32;
         let job_type = r.job_type.map(|name| match job_types.iter().position(|t| *t == name) {
             Some(k) => k as u32,
@@ -371,5 +381,7 @@ fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadRepo
         lines,
         skipped: report.skipped.into_iter().map(|(reason, rows)| SkipCount { reason, rows }).collect(),
         notes: report.notes,
+        wall_clock_origin_us: None,
+        statuses,
     }
 }

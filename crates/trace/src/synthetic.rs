@@ -291,6 +291,8 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
         job_types: spec.job_types.clone(),
         skipped: Vec::new(),
         notes: Vec::new(),
+        wall_clock_origin_us: None,
+        statuses: Vec::new(),
     }
 }
 

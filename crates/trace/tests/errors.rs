@@ -127,7 +127,7 @@ fn negative_openb_duration_says_so() {
 #[test]
 fn unknown_trace_kind_lists_the_known_ones() {
     let err = "alibaba".parse::<TraceKind>().unwrap_err().to_string();
-    assert_eq!(err, "unknown trace kind `alibaba`; known kinds: philly, itp, gavel, pollux, tiresias, openb");
+    assert_eq!(err, "unknown trace kind `alibaba`; known kinds: philly, itp, gavel, pollux, tiresias, openb, sacct, kubectl");
     let err = parse_trace_arg("helios:/x.csv").unwrap_err().to_string();
     assert!(err.contains("unknown trace kind `helios`"), "{err}");
     assert!(parse_trace_arg("philly").unwrap_err().to_string().contains("KIND:PATH"));
