@@ -3,6 +3,7 @@
 //! differences peak at the summary's maximum), and the HTML report's figures hold the
 //! data: one series per scheduler named after it, every quantile level drawn, axes
 //! labelled with units and spanning the data, and a table with every metric.
+//! `cotenant report` reads the saved document and serve sweeps into the same sections.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -27,7 +28,7 @@ fn run_with(extra: &[&str]) -> String {
 }
 
 /// The inline SVG figures of an HTML report with their captions, in order.
-fn figures(html: &str) -> Vec<(&str, &str)> {
+fn figures_of(html: &str) -> Vec<(&str, &str)> {
     html.split("<svg")
         .skip(1)
         .map(|s| {
@@ -137,7 +138,7 @@ fn saved_document_and_report_hold_the_runs_data() {
         !html.contains("<script") && !html.contains("src=\"http") && !html.contains("href=\"http"),
         "self-contained"
     );
-    let figures = figures(&html);
+    let figures = figures_of(&html);
     // TTFT, TPOT and E2E: all tenants, a, b (3 x 3); every token gap; service difference.
     assert_eq!(figures.len(), 11, "{:?}", figures.iter().map(|f| texts(f.0)[0].clone()).collect::<Vec<_>>());
     let cdf_points = 2 * levels.len() - 1; // a step line through every level
@@ -176,6 +177,72 @@ fn saved_document_and_report_hold_the_runs_data() {
     assert!(html.contains("<th scope=\"row\">slo_attainment</th>"));
     assert!(html.contains("<th scope=\"row\">tenants[b].service</th>"));
     assert!(html.contains("<th scope=\"row\">max_service_difference</th>"));
+
+    // `cotenant report` on the saved document draws the same figures, and exports them.
+    let (report_path, figures_dir) = (dir.join("report.html"), dir.join("figures"));
+    let out = cotenant(&[
+        "report",
+        saved_path.to_str().unwrap(),
+        "-o",
+        report_path.to_str().unwrap(),
+        "--figures",
+        figures_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = std::fs::read_to_string(&report_path).unwrap();
+    let from_report: Vec<&str> = figures_of(&report).into_iter().map(|f| f.0).collect();
+    let from_serve_sim: Vec<&str> = figures_of(&html).into_iter().map(|f| f.0).collect();
+    assert_eq!(from_report, from_serve_sim);
+    for name in ["ttft-all", "tpot-tenant-b", "e2e-tenant-a", "tbt-all", "service-difference"] {
+        for extension in ["svg", "png"] {
+            assert!(figures_dir.join(format!("{name}.{extension}")).is_file(), "{name}.{extension}");
+        }
+    }
+}
+
+/// A serve sweep's results.json (two schedulers x two loads x two seeds, numbers by
+/// hand) through `cotenant report`: SLO attainment versus load, one mean line per
+/// scheduler through both loads, a seed-range band, axes with units.
+#[test]
+fn report_draws_a_serve_sweep_against_load() {
+    let dir = temp_dir("serve-sweep-report");
+    let mut rows = Vec::new();
+    for (scheduler, attainment) in [("fcfs", [[1.0, 0.5], [0.5, 0.25]]), ("vtc", [[1.0, 1.0], [0.75, 0.5]])] {
+        for (load, seeds) in [1.0, 2.0].iter().zip(attainment) {
+            for (seed, value) in [1, 2].iter().zip(seeds) {
+                rows.push(serde_json::json!({
+                    "cell": rows.len(), "kind": "serve", "policy": scheduler, "load": load, "load_mode": "rate",
+                    "seed": seed, "options": "", "requests": 10, "completed": 10, "slo_attainment": value,
+                    "ttft_p99_s": 0.5 * load, "e2e_p99_s": 4.0 * load,
+                }));
+            }
+        }
+    }
+    let results = dir.join("results.json");
+    let sweep = serde_json::json!({"kind": "cotenant-sweep", "mode": "serve", "rows": rows});
+    std::fs::write(&results, sweep.to_string()).unwrap();
+    let html_path = dir.join("sweep.html");
+    let out = cotenant(&["report", results.to_str().unwrap(), "-o", html_path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(html_path).unwrap();
+    let figures = figures_of(&html);
+    assert_eq!(figures.len(), 3);
+    let labels = texts(figures[0].0);
+    for expected in
+        ["SLO attainment versus load", "SLO attainment (0-1)", "arrival rate (x trace rate)", "fcfs", "vtc"]
+    {
+        assert!(labels.iter().any(|t| t == expected), "{expected} not in {labels:?}");
+    }
+    for color in COLORS {
+        assert_eq!(polylines(figures[0].0, color), [2], "one mean line through both loads");
+    }
+    assert!(figures[0].0.contains("<polygon"), "seed-range bands");
+    let (low, high) = tick_span(&labels);
+    assert!(low <= 0.0 && high >= 2.0, "ticks {low}..{high} cover attainment 0..1 and loads 1..2");
+    assert!(texts(figures[1].0).iter().any(|t| t == "TTFT p99 (ms)"));
+    // Means over seeds in the table: fcfs at load 2 = (0.5 + 0.25) / 2.
+    assert!(html.contains("<th scope=\"row\">fcfs</th><td>2</td><td>2</td>"), "{html}");
+    assert!(html.contains("<td>0.375</td>"));
 }
 
 #[test]

@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use crate::figure::{Axis, Figure, FigureError, LegendPosition, Series};
-use crate::html::HtmlReport;
+use crate::html::{slug, HtmlReport};
 use crate::serve_saved::{
     read_saved_results, read_serve_sweep, SavedError, SavedServeResults, SavedServeRun, ServeSweepRow,
     Sketch, TenantSketches, SERVE_RESULTS_KIND, SWEEP_KIND,
@@ -54,21 +54,15 @@ const MEASURES: [Measure; 3] = [
     },
 ];
 
-/// Figures added to a report, each with a file stem (letters, digits, `-`, `_`), for
-/// export as SVG and PNG ([`Figure::write_files`]).
-pub type NamedFigures = Vec<(String, Figure)>;
-
-/// Adds `figure` to the report with `caption`, and keeps it under `name`.
-fn add_figure(
-    report: &mut HtmlReport,
-    named: &mut NamedFigures,
-    name: &str,
-    figure: Figure,
-    caption: &str,
-) -> Result<(), FigureError> {
-    report.figure(&figure, caption)?;
-    named.push((name.to_string(), figure));
-    Ok(())
+/// A figure's file stem: `name`, after the input's prefix (slugged) when there is one,
+/// as the sim and sweep sections name theirs.
+fn figure_name(prefix: &str, name: &str) -> String {
+    let stem = slug(prefix);
+    if stem.is_empty() {
+        name.to_string()
+    } else {
+        format!("{stem}-{name}")
+    }
 }
 
 /// A CDF as a step series: the value at each quantile level, `(value, level)`.
@@ -105,7 +99,6 @@ fn file_stem(text: &str) -> String {
 /// series = schedulers; then every token gap (TBT), series = schedulers.
 fn latency_figures(
     report: &mut HtmlReport,
-    named: &mut NamedFigures,
     results: &SavedServeResults,
     prefix: &str,
 ) -> Result<(), FigureError> {
@@ -118,8 +111,8 @@ fn latency_figures(
         for run in &results.runs {
             all.push(Series::step(&run.scheduler, cdf_points(&(measure.pick)(run).all, levels)));
         }
-        add_figure(report, named,
-            &format!("{prefix}{}-all", measure.stem),
+        report.named_figure(
+            &figure_name(prefix, &format!("{}-all", measure.stem)),
             all,
             &format!("Fraction of finished requests (all tenants) with a {} of at most x ms, one line per scheduler.", measure.name),
         )?;
@@ -130,8 +123,8 @@ fn latency_figures(
                 figure
                     .push(Series::step(&run.scheduler, cdf_points(&(measure.pick)(run).tenants[t], levels)));
             }
-            add_figure(report, named,
-                &format!("{prefix}{}-tenant-{}", measure.stem, file_stem(name)),
+            report.named_figure(
+                &figure_name(prefix, &format!("{}-tenant-{}", measure.stem, file_stem(name))),
                 figure,
                 &format!(
                     "Fraction of tenant {name}'s finished requests (weight {}) with a {} of at most x ms, one line per scheduler.",
@@ -153,8 +146,8 @@ fn latency_figures(
     for run in &results.runs {
         tbt.push(Series::step(&run.scheduler, cdf_points(&run.tbt_ms, levels)));
     }
-    add_figure(report, named,
-        &format!("{prefix}tbt-all"),
+    report.named_figure(
+        &figure_name(prefix, "tbt-all"),
         tbt,
         "Fraction of gaps between consecutive output tokens (every request, every tenant) of at most x ms, one line \
          per scheduler. The simulator records token gaps in one histogram (values within 1.6%), not per tenant.",
@@ -180,7 +173,6 @@ fn over_time(values: &[f64], window_s: f64) -> Vec<(f64, f64)> {
 /// VTC's service difference over time, series = schedulers.
 fn service_figure(
     report: &mut HtmlReport,
-    named: &mut NamedFigures,
     results: &SavedServeResults,
     prefix: &str,
 ) -> Result<(), FigureError> {
@@ -203,8 +195,8 @@ fn service_figure(
     } else {
         String::new()
     };
-    add_figure(report, named,
-        &format!("{prefix}service-difference"),
+    report.named_figure(
+        &figure_name(prefix, "service-difference"),
         figure,
         &format!(
             "VTC's measure, per {window_s} s window: the largest minus the smallest service / weight (service = prompt \
@@ -283,14 +275,13 @@ pub fn serve_metric_table(results: &SavedServeResults) -> Table {
 
 /// The serving sections of one saved serve-sim document: latency CDFs per tenant and
 /// scheduler, service difference over time, every metric. `label` names the
-/// document (its file) in headings; `prefix` starts its figures' file names.
+/// document (its file) in headings; a non-empty `prefix` starts its figures' file names.
 pub fn serve_run_sections(
     report: &mut HtmlReport,
     results: &SavedServeResults,
     label: &str,
     prefix: &str,
-) -> Result<NamedFigures, FigureError> {
-    let mut named = NamedFigures::new();
+) -> Result<(), FigureError> {
     report.section(&format!("Serving: {label}"));
     let schedulers: Vec<&str> = results.runs.iter().map(|run| run.scheduler.as_str()).collect();
     let config = &results.config;
@@ -332,17 +323,17 @@ pub fn serve_run_sections(
     ]);
     if results.runs.is_empty() {
         report.note("The document holds no runs.");
-        return Ok(named);
+        return Ok(());
     }
-    latency_figures(report, &mut named, results, prefix)?;
-    service_figure(report, &mut named, results, prefix)?;
+    latency_figures(report, results, prefix)?;
+    service_figure(report, results, prefix)?;
     report.subsection("Every serving metric");
     report.table(
         &serve_metric_table(results),
         "Each run's summary as serve-sim --json prints it: latencies in ms (p50/p90/p99/mean), rates per second, \
          fractions 0-1, service in VTC units (prompt + 2 x output tokens); tenants[NAME] are per-tenant figures.",
     );
-    Ok(named)
+    Ok(())
 }
 
 /// Mean, minimum and maximum over seeds of `metric` per load, for one scheduler.
@@ -402,9 +393,7 @@ pub fn serve_sweep_sections(
     rows: &[ServeSweepRow],
     label: &str,
     prefix: &str,
-) -> Result<NamedFigures, FigureError> {
-    let mut figures = NamedFigures::new();
-    let named = &mut figures;
+) -> Result<(), FigureError> {
     report.section(&format!("Serving sweep: {label}"));
     let mut schedulers: Vec<(String, Vec<&ServeSweepRow>)> = Vec::new();
     for row in rows {
@@ -433,8 +422,8 @@ pub fn serve_sweep_sections(
         Axis::linear("SLO attainment", "0-1").with_range(0.0, 1.0),
     )
     .with_legend(LegendPosition::LowerLeft);
-    add_figure(report, named,
-        &format!("{prefix}slo-attainment-vs-load"),
+    report.named_figure(
+        &figure_name(prefix, "slo-attainment-vs-load"),
         attainment,
         "Fraction of requests that met both the TTFT and the TPOT objective, per scheduler, against the arrival-rate scale.",
     )?;
@@ -443,15 +432,15 @@ pub fn serve_sweep_sections(
         let figure =
             versus_load(&schedulers, metric, 1e3, &format!("{name} versus load"), Axis::log(name, "ms"))
                 .with_legend(LegendPosition::UpperLeft);
-        add_figure(report, named,
-            &format!("{prefix}{stem}-vs-load"),
+        report.named_figure(
+            &figure_name(prefix, &format!("{stem}-vs-load")),
             figure,
             &format!("99th percentile of {name} over finished requests, per scheduler, against the arrival-rate scale."),
         )?;
     }
     report.subsection("Every serving metric, mean over seeds");
     report.table(&sweep_metric_table(&schedulers), "One row per scheduler and load; each value is the mean over seeds of the sweep's column (seconds as _s, fractions 0-1).");
-    Ok(figures)
+    Ok(())
 }
 
 /// One row per (scheduler, load): the mean over seeds of every metric column.
@@ -489,14 +478,14 @@ fn sweep_metric_table(schedulers: &[(String, Vec<&ServeSweepRow>)]) -> Table {
 }
 
 /// A whole report for one serve-sim run (`cotenant serve-sim --report out.html`): the
-/// HTML and its figures.
+/// HTML and its figures (named as `cotenant report` names a single input's).
 pub fn serve_report_html(
     results: &SavedServeResults,
     title: &str,
-) -> Result<(String, NamedFigures), FigureError> {
+) -> Result<(String, Vec<(String, Figure)>), FigureError> {
     let mut report = HtmlReport::new(title);
-    let figures = serve_run_sections(&mut report, results, &results.source, "serve-")?;
-    Ok((report.render(), figures))
+    serve_run_sections(&mut report, results, &results.source, "")?;
+    Ok((report.render(), report.named_figures().to_vec()))
 }
 
 /// Why a serving input could not be reported on.
@@ -520,13 +509,13 @@ pub fn is_serve_input(value: &Value) -> bool {
 /// The serving sections of one input file (see [`is_serve_input`]), read from its
 /// parsed JSON: [`serve_run_sections`] for a saved serve-sim document,
 /// [`serve_sweep_sections`] for a serve sweep. `file` names it in errors and
-/// headings; `prefix` starts its figures' file names. Returns the figures added.
+/// headings; a non-empty `prefix` starts its figures' file names.
 pub fn serve_report_sections(
     report: &mut HtmlReport,
     file: &str,
     value: &Value,
     prefix: &str,
-) -> Result<NamedFigures, ServeReportError> {
+) -> Result<(), ServeReportError> {
     if value.get("kind").and_then(Value::as_str) == Some(SERVE_RESULTS_KIND) {
         let results = read_saved_results(file, value)?;
         Ok(serve_run_sections(report, &results, file, prefix)?)
@@ -592,7 +581,8 @@ mod tests {
     #[test]
     fn a_serve_sweep_draws_attainment_and_tails_against_load() {
         let mut report = HtmlReport::new("sweep");
-        let figures = serve_report_sections(&mut report, "sweep/results.json", &sweep(), "s-").unwrap();
+        serve_report_sections(&mut report, "sweep/results.json", &sweep(), "s").unwrap();
+        let figures = report.named_figures();
         let names: Vec<&str> = figures.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["s-slo-attainment-vs-load", "s-ttft-p99-vs-load", "s-e2e-p99-vs-load"]);
         let attainment = &figures[0].1;
