@@ -325,8 +325,8 @@ fn write_json(path: &Path, value: &Value) -> Result<()> {
 /// The HTML report of a saved serving-results document, to `path`.
 fn write_report(path: &Path, document: &Value) -> Result<()> {
     let results = read_saved_results("serve-sim", document)?;
-    let title = format!("cotenant serve-sim: {}", results.source);
-    let (html, _figures) = serve_report_html(&results, &title)?;
+    let subtitle = format!("cotenant {} serve-sim --report ({})", env!("CARGO_PKG_VERSION"), results.source);
+    let (html, _figures) = serve_report_html(&results, "cotenant report", &subtitle)?;
     std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))
 }
 

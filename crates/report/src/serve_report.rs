@@ -482,8 +482,10 @@ fn sweep_metric_table(schedulers: &[(String, Vec<&ServeSweepRow>)]) -> Table {
 pub fn serve_report_html(
     results: &SavedServeResults,
     title: &str,
+    subtitle: &str,
 ) -> Result<(String, Vec<(String, Figure)>), FigureError> {
     let mut report = HtmlReport::new(title);
+    report.subtitle(subtitle);
     serve_run_sections(&mut report, results, &results.source, "")?;
     Ok((report.render(), report.named_figures().to_vec()))
 }
