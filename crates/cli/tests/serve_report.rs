@@ -9,6 +9,7 @@
 mod common;
 
 use common::{cotenant, stderr, temp_dir};
+use cotenant_report::svg_read::{self, texts, tick_value};
 use serde_json::Value;
 
 /// Two synthetic tenants, one overloaded with few batch slots, so that both are
@@ -40,39 +41,15 @@ fn figures_of(html: &str) -> Vec<(&str, &str)> {
         .collect()
 }
 
-fn texts(svg: &str) -> Vec<String> {
-    svg.split("<text")
-        .skip(1)
-        .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_string()))
-        .collect()
-}
-
 /// The point count of each polyline stroked in `color`.
 fn polylines(svg: &str, color: &str) -> Vec<usize> {
-    let stroke = format!("stroke=\"{color}\"");
-    svg.split("<polyline")
-        .skip(1)
-        .filter(|p| p.contains(&stroke))
-        .filter_map(|p| Some(p.split_once("points=\"")?.1.split_once('"')?.0.split_whitespace().count()))
-        .collect()
+    svg_read::polylines(svg, color).iter().map(|p| p.points.len()).collect()
 }
 
-/// A tick label as a number: `10k` = 10,000, `1.5M` = 1,500,000.
-fn tick(text: &str) -> Option<f64> {
-    let (number, scale) = match text.chars().last()? {
-        'k' => (&text[..text.len() - 1], 1e3),
-        'M' => (&text[..text.len() - 1], 1e6),
-        'G' => (&text[..text.len() - 1], 1e9),
-        _ => (text, 1.0),
-    };
-    number.replace(',', "").parse::<f64>().ok().map(|v| v * scale)
-}
-
-/// The lowest and highest numeric tick labels among `texts` (both axes together).
 fn tick_span(texts: &[String]) -> (f64, f64) {
     texts
         .iter()
-        .filter_map(|t| tick(t))
+        .filter_map(|t| tick_value(t))
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| (l.min(v), h.max(v)))
 }
 

@@ -792,22 +792,11 @@ pub fn format_number(value: f64, step: f64) -> String {
 mod tests {
     use super::*;
 
-    /// The text content of every `<text>` element.
-    fn texts(svg: &str) -> Vec<String> {
-        svg.split("<text")
-            .skip(1)
-            .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_string()))
-            .collect()
-    }
+    use crate::svg_read::{hex, polylines, texts};
 
     /// The point count of each polyline stroked in `color` (legend samples are paths, not polylines).
-    fn polyline_points(svg: &str, (r, g, b): (u8, u8, u8)) -> Vec<usize> {
-        let stroke = format!("stroke=\"#{r:02X}{g:02X}{b:02X}\"");
-        svg.split("<polyline")
-            .skip(1)
-            .filter(|p| p.contains(&stroke))
-            .filter_map(|p| Some(p.split_once("points=\"")?.1.split_once('"')?.0.split_whitespace().count()))
-            .collect()
+    fn polyline_points(svg: &str, color: (u8, u8, u8)) -> Vec<usize> {
+        polylines(svg, &hex(color)).iter().map(|p| p.points.len()).collect()
     }
 
     fn sample() -> Figure {
@@ -823,7 +812,7 @@ mod tests {
         let svg = sample().to_svg().unwrap();
         assert!(svg.starts_with("<svg"));
         let texts = texts(&svg);
-        for expected in ["fifo", "srtf", "time (h)", "jobs (jobs)", "queue &amp; &lt;wait&gt;"] {
+        for expected in ["fifo", "srtf", "time (h)", "jobs (jobs)", "queue & <wait>"] {
             assert!(texts.iter().any(|t| t == expected), "{expected} not in {texts:?}");
         }
         // Each series is one polyline in its palette color: 3 points for the

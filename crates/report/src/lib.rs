@@ -22,6 +22,7 @@ pub mod serve_report;
 pub mod serve_saved;
 pub mod serve_table;
 pub mod sim_report;
+pub mod svg_read;
 pub mod sweep_report;
 pub mod table;
 

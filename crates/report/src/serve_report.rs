@@ -533,28 +533,11 @@ mod tests {
     use crate::figure::PALETTE;
     use serde_json::json;
 
-    /// The text content of every `<text>` element of `svg`.
-    fn texts(svg: &str) -> Vec<String> {
-        svg.split("<text")
-            .skip(1)
-            .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_string()))
-            .collect()
-    }
+    use crate::svg_read::{hex, polylines as stroked, svgs, texts};
 
     /// The point count of each polyline stroked in palette color `index`.
     fn polylines(svg: &str, index: usize) -> Vec<usize> {
-        let (r, g, b) = PALETTE[index];
-        let stroke = format!("stroke=\"#{r:02X}{g:02X}{b:02X}\"");
-        svg.split("<polyline")
-            .skip(1)
-            .filter(|p| p.contains(&stroke))
-            .filter_map(|p| Some(p.split_once("points=\"")?.1.split_once('"')?.0.split_whitespace().count()))
-            .collect()
-    }
-
-    /// The inline SVG figures of an HTML report, in order.
-    fn svgs(html: &str) -> Vec<&str> {
-        html.split("<svg").skip(1).filter_map(|s| s.split_once("</svg>").map(|(svg, _)| svg)).collect()
+        stroked(svg, &hex(PALETTE[index])).iter().map(|p| p.points.len()).collect()
     }
 
     /// Two schedulers x three loads x two seeds; SLO attainment by hand so that the
