@@ -743,7 +743,20 @@ impl Ranged for TickedRange {
     type ValueType = f64;
 
     fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
-        self.inner.map(value, limit)
+        // A value far outside the range (a huge or non-finite one in the data)
+        // would map past i32's pixels; drawn clipped anyway, it is held within
+        // ten spans of the range, where every pixel fits.
+        let range = self.inner.range();
+        let span = (range.end - range.start).abs();
+        let (low, high) = (range.start - 10.0 * span, range.end + 10.0 * span);
+        let value = if value.is_nan() {
+            range.start
+        } else if low <= high {
+            value.clamp(low, high)
+        } else {
+            *value
+        };
+        self.inner.map(&value, limit)
     }
 
     fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
@@ -819,6 +832,20 @@ mod tests {
         // line, 3 for the 2-point step (2n - 1).
         assert_eq!(polyline_points(&svg, PALETTE[0]), vec![3]);
         assert_eq!(polyline_points(&svg, PALETTE[1]), vec![3]);
+    }
+
+    #[test]
+    fn values_far_outside_the_range_are_drawn_clipped_not_overflowed() {
+        // The fuzzer's case: a value of 1e300 on an axis of 0..10 mapped past i32's
+        // pixels (a panic in debug builds, garbage in release).
+        let x = Axis::linear("load", "x").with_range(0.0, 10.0);
+        let mut figure = Figure::new("far", x, Axis::linear("p99", "s").with_range(0.0, 1.0));
+        figure.push(Series::line("a", vec![(1.0, 0.5), (1e300, -1e300), (f64::MAX, 0.2)]));
+        figure.push(Series::band("b", vec![(1.0, 0.1, 0.9), (1e300, 0.0, 1e300)]));
+        figure.push(Series::points("c", vec![(-1e300, 1e300)]));
+        let svg = figure.to_svg().unwrap();
+        assert_eq!(polyline_points(&svg, PALETTE[0]), vec![3]);
+        assert!(figure.to_png().is_ok());
     }
 
     #[test]
