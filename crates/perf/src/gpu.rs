@@ -5,9 +5,10 @@
 //! the cluster side can name them.
 //!
 //! Memory is in GiB (2^30 bytes). Datasheets write "80GB" for HBM stacks that hold
-//! 80 GiB: an H100 or A100 "80GB" reports 81,920 MiB of physical memory (`nvidia-smi`
-//! shows about 81,500 MiB after the driver's reservation), and vLLM's
-//! `gpu_memory_utilization` is a fraction of that binary total. Bandwidths stay in
+//! 80 GiB (81,920 MiB): `nvidia-smi` on an "H100 80GB HBM3" shows 81,559 MiB after the
+//! driver's reservation, on an H200 ("141GB") 143,771 MiB, both within 0.5% of the
+//! GiB reading and 7% above the decimal one. vLLM's `gpu_memory_utilization` is a
+//! fraction of that binary total. Bandwidths stay in
 //! decimal units (TB/s, GB/s), as datasheets and link specifications give them.
 
 /// One GPU model.
@@ -51,8 +52,8 @@ impl GpuSpec {
 /// - A100-80G: "80GB HBM2e" (NVIDIA A100 Tensor Core GPU datasheet), 80 GiB.
 /// - A100-40G: "40GB HBM2" (same datasheet), 40 GiB.
 /// - H100-SXM: "80GB" HBM3 (NVIDIA H100 Tensor Core GPU datasheet, SXM column), 80 GiB.
-/// - H200: "141GB" HBM3e (NVIDIA H200 Tensor Core GPU datasheet); six stacks of 24 GiB
-///   with 141 GiB enabled (`nvidia-smi` reports about 143,700 MiB), so 141 GiB.
+/// - H200: "141GB" HBM3e (NVIDIA H200 Tensor Core GPU datasheet), 141 GiB (`nvidia-smi`
+///   reports 143,771 MiB = 140.4 GiB).
 /// - L4: "24GB" GDDR6 (NVIDIA L4 datasheet), 24 GiB.
 /// - V100: "32GB" HBM2 (NVIDIA V100 datasheet, SXM2 32 GB), 32 GiB.
 /// - P100: "16GB" CoWoS HBM2 (NVIDIA Tesla P100 datasheet), 16 GiB.

@@ -110,8 +110,8 @@ mod tests {
     /// Llama-3.1-8B on one H100 (vLLM defaults). weights = 2 x 8,029,995,008 = 16,059,990,016
     /// (14.96 GiB); activation = 8192 x 2 x (2 x 4096 + 3 x 14336) = 838,860,800 (0.78 GiB);
     /// free = 77,309,411,328 - 16,059,990,016 - 838,860,800 = 60,410,560,512 (56.26 GiB)
-    /// = 460,896 tokens of 128 KiB. vLLM's formula with the total torch reports on an
-    /// H100 (79.19 GiB) and ~0.5 GiB of non-torch memory gives 55.03 GiB, 2.2% less.
+    /// = 460,896 tokens of 128 KiB. With the 81,559 MiB (79.65 GiB) `nvidia-smi` shows
+    /// on an H100 in place of 80 GiB, the same formula gives 55.94 GiB, 0.6% less.
     #[test]
     fn llama_8b_on_one_h100() {
         let p = plan("Llama-3.1-8B", "H100-SXM", 1);
