@@ -279,7 +279,7 @@ pub enum ResultsFile {
 }
 
 /// The kinds [`parse_results`] reads, for error messages.
-pub const KNOWN_KINDS: &str = "cotenant-sim-results or cotenant-sweep";
+pub const KNOWN_KINDS: &str = "cotenant-sim-results, cotenant-serve-results or cotenant-sweep";
 
 /// The kind of a results document (its `kind` field), or an error naming `file`.
 pub fn results_kind(file: &str, value: &Value) -> Result<String, ResultsError> {
@@ -517,7 +517,7 @@ mod tests {
         let message = |text: &str| parse_results("bad.json", text).unwrap_err().to_string();
         assert_eq!(
             message(r#"{"rows": []}"#),
-            "bad.json: missing field \"kind\": not a cotenant results file (expected cotenant-sim-results or cotenant-sweep)"
+            "bad.json: missing field \"kind\": not a cotenant results file (expected cotenant-sim-results, cotenant-serve-results or cotenant-sweep)"
         );
         assert!(message(r#"{"kind": "nope"}"#).contains("bad.json: field \"kind\": unknown kind \"nope\""));
         assert!(message("{").starts_with("bad.json: not JSON"));
