@@ -453,7 +453,7 @@ fn base_config(
         router,
         kv_block_tokens: 16,
         memory_utilization: deployment.memory_utilization,
-        activation_reserve_gb: 2.0,
+        activation_reserve_bytes: None,
         kv_capacity_tokens: deployment.kv_capacity_tokens,
         slo,
         service_window: Span::from_secs(1),

@@ -3,10 +3,12 @@
 //! Pure functions of their inputs: this crate must never do I/O, read a clock, draw
 //! randomness or hold mutable global state. It depends on `core` for types only.
 pub mod gpu;
+pub mod memory;
 pub mod model;
 pub mod roofline;
 pub mod throughput;
 
-pub use gpu::{find_gpu, GpuSpec, GPU_CATALOG};
+pub use gpu::{find_gpu, GpuSpec, GIB, GPU_CATALOG};
+pub use memory::{ActivationBatch, MemoryPlan};
 pub use model::{model_catalog, ModelError, ModelShape};
 pub use roofline::{BatchEntry, Roofline, RooflineParams, SharedCost};
