@@ -159,9 +159,10 @@ sarathi() {
 # Sarathi-Serve vs vLLM: tail TBT at equal load
 
 vLLM-style FCFS (8,192-token budget, running requests in admission order, chunked
-prefill) against Sarathi-Serve (decodes first, then prefill chunks, under a budget
-chosen so that an iteration with 32 decodes plus the chunk meets the TBT SLO; 100 ms
-gives 4,352 tokens, 50 ms gives a smaller one; see `diagnostics`). Azure code + conv on
+prefill) against Sarathi-Serve (decodes first, then prefill chunks, each chunk the
+largest whose iteration, with the decodes and chunks already in the batch, the roofline
+times within the TBT target: `crates/serve/src/scheduler/sarathi.rs`; `diagnostics`
+gives the mean chunk and how many chunks the target cut short). Azure code + conv on
 one H100, at the traces' own rate and at 1.5x.
 
 MD
@@ -172,11 +173,19 @@ MD
   cat >> "$f" <<'MD'
 ## Reading
 
-Direction reproduced: at equal load Sarathi's p99 TBT sits at its SLO-derived budget's
-iteration time, while vLLM's reaches ~185-190 ms because a decode that shares an
-iteration with an 8,192-token prefill chunk waits for all of it. The median TBT is the
-same (pure-decode iterations dominate), and TTFT gets somewhat worse under Sarathi (long
-prompts take more, smaller chunks): the stall-free trade the paper describes. Because the
+Direction reproduced: at equal load Sarathi's p99 TBT stays within its target (100 ms,
+and 50 ms in the last run), while vLLM's reaches ~185-190 ms because a decode that
+shares an iteration with an 8,192-token prefill chunk waits for all of it. The median
+TBT is the same (pure-decode iterations dominate), and TTFT gets somewhat worse under
+Sarathi (long prompts take more, smaller chunks): the stall-free trade the paper
+describes. Because the SLO counts TPOT, Sarathi's attainment is higher.
+
+Before/after the budget change. Until commit 1a11cca Sarathi used one fixed budget,
+the largest multiple of 64 tokens whose iteration with 32 decodes at 1,024 tokens of
+context met the target (4,352 tokens at 100 ms). Busy iterations hold more than 32
+decodes, so that budget overshot: this script at 1a11cca gave p99 TBT 102.4 ms (1x),
+109.6 ms (1.5x) and 54.3 ms (50 ms target). Sizing each chunk beside the live batch
+brings all three within their targets (the runs above).
 SLO counts TPOT, Sarathi's attainment is higher.
 MD
 }
@@ -210,11 +219,12 @@ MD
 At 10% violations the look-ahead scheduler sustains a markedly higher arrival rate and
 token throughput than VTC (compare the `goodput` lines: rate scale, req/s, output and
 total tokens/s at the goodput point), inside the 1.10-2.29x range the SliceScheduler
-paper reports. Part of the gain is what Sarathi-Serve already gets by keeping
-iterations within the TBT SLO; the rest comes from sizing each chunk against the batch
-actually formed (few decodes: large chunks and fast TTFT; many decodes: small chunks or
-none) instead of one static budget, and from pricing the roll-out only until the
-request's first token. An earlier version of ours priced the whole 8-iteration horizon
+paper reports. Most of the gain is what Sarathi-Serve also gets by sizing each chunk
+against the batch actually formed so that iterations stay within the TBT SLO (few
+decodes: large chunks and fast TTFT; many decodes: small chunks or none); since Sarathi
+stopped using one static budget (after commit 1a11cca) its goodput is close to the
+look-ahead's. The rest comes from VTC's order, from pricing the roll-out until the
+request's first token and from preferring chunks that meet its TTFT. An earlier version of ours priced the whole 8-iteration horizon
 (as lone decodes after the prefill) and sized each prefill without the others in the
 batch; it gained only a few percent over VTC, because several prefills sized that way
 together broke the TBT SLO. The roll-out freezes arrivals and KV: it prices the batch,
@@ -241,7 +251,7 @@ MD
 ## Reading
 
 Prefix affinity (keyed on a request's first two blocks: every Mooncake request shares
-block 0) raises cache hits by about a third over load-based routing, but concentrates
+block 0) raises cache hits by about two fifths over load-based routing, but concentrates
 popular conversations on one replica, so its TTFT tail is worse than least-outstanding
 tokens, which balances load and still hits often because the shared system prompt is
 cached everywhere. A router that trades the two (affinity with a tighter load bound)
@@ -304,8 +314,8 @@ H100 and H200 need the same count here: they have the same compute peak, and the
 H200's extra bandwidth and memory do not change how many replicas this load needs
 (they would at a finer rate step or a tighter TPOT). A100-80G needs more than twice as many. On the large
 GPUs TP 2 costs GPUs (the all-reduces and the replica's lower parallelism outweigh the
-halved weight reads for a model this small). On L4 (24 GB, 0.3 TB/s) it is the other
-way round, 32 GPUs at TP 2 against 55 at TP 1: the weights take 16 of the 24 GB, so
+halved weight reads for a model this small). On L4 (24 GiB, 0.3 TB/s) it is the other
+way round, 32 GPUs at TP 2 against 55 at TP 1: the weights take 15 of the 24 GiB, so
 splitting them across two GPUs multiplies the KV memory each replica can batch into.
 MD
 }

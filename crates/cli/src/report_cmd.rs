@@ -7,14 +7,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use cotenant_report::html::slug;
 use cotenant_report::results::{parse_results, ResultsFile, SimResults};
+use cotenant_report::serve_report::{is_serve_input, serve_report_sections};
 use cotenant_report::sim_report::add_sim_sections;
 use cotenant_report::sweep_report::add_sweep_sections;
 use cotenant_report::HtmlReport;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReportArgs {
-    /// Results to report on: files written by `cotenant sim --save` and sweep
-    /// results.json files, in any mix (each gets its own section, in the order given).
+    /// Results to report on: files written by `cotenant sim --save` or `cotenant serve-sim
+    /// --save` and sweep results.json files, in any mix (each gets its own section, in
+    /// the order given).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// The HTML file to write.
@@ -29,11 +31,24 @@ pub struct ReportArgs {
     pub title: String,
 }
 
+/// One input file: results the sim and sweep sections read, or serving results (a
+/// `serve-sim --save` document or a serve sweep) for the serving sections.
+enum Input {
+    Results(ResultsFile),
+    Serve(serde_json::Value),
+}
+
 pub fn run(args: ReportArgs) -> Result<()> {
     let mut inputs = Vec::new();
     for path in &args.files {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        inputs.push((path, parse_results(&path.display().to_string(), &text)?));
+        // Serving results (serve-sim --save, serve sweeps) go to the serving sections.
+        let serve = serde_json::from_str::<serde_json::Value>(&text).ok().filter(is_serve_input);
+        let input = match serve {
+            Some(value) => Input::Serve(value),
+            None => Input::Results(parse_results(&path.display().to_string(), &text)?),
+        };
+        inputs.push((path, input));
     }
     let mut report = HtmlReport::new(&args.title);
     let files: Vec<String> = args.files.iter().map(|p| p.display().to_string()).collect();
@@ -44,8 +59,13 @@ pub fn run(args: ReportArgs) -> Result<()> {
         let prefix = if inputs.len() == 1 { String::new() } else { unique_prefix(path, &mut prefixes) };
         let label = path.display().to_string();
         match input {
-            ResultsFile::Sim(results) => add_sim_sections(&mut report, results, &label, &prefix)?,
-            ResultsFile::Sweep(sweep) => add_sweep_sections(&mut report, sweep, &label, &prefix)?,
+            Input::Results(ResultsFile::Sim(results)) => {
+                add_sim_sections(&mut report, results, &label, &prefix)?
+            }
+            Input::Results(ResultsFile::Sweep(sweep)) => {
+                add_sweep_sections(&mut report, sweep, &label, &prefix)?
+            }
+            Input::Serve(serve) => serve_report_sections(&mut report, &label, serve, &prefix)?,
         }
     }
     write_report(&args.output, &report)?;

@@ -1,7 +1,7 @@
 //! `cotenant serve-sim` and `cotenant plan serve`: flags in, serving simulations out.
 //! Glue only: the simulator, schedulers and metrics live in `cotenant-serve`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -11,8 +11,14 @@ use cotenant_core::limits::{
 };
 use cotenant_core::Span;
 use cotenant_perf::{find_gpu, GpuSpec, ModelShape, Roofline, RooflineParams, GPU_CATALOG};
+use cotenant_report::serve_json::{
+    attribution_json, bench_json, diagnostics_json, goodput_json, plan_json, serve_runs_json, summary_json,
+    windows_json, BenchFigures, GoodputFigures,
+};
+use cotenant_report::serve_report::serve_report_html;
+use cotenant_report::serve_saved::{read_saved_results, saved_results_json, saved_run_json};
+use cotenant_report::serve_table::{plan_table_text, serve_run_text, ServeRunText};
 use cotenant_serve::attribution::AttributionEval;
-use cotenant_serve::metrics::Percentiles;
 use cotenant_serve::plan::{goodput_search, plan_serve, with_windows_for, GOODPUT_ATTAINMENT};
 use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
 use cotenant_serve::synthetic::{expected_requests_bound, generate, SyntheticTenant};
@@ -21,7 +27,7 @@ use cotenant_serve::{
 };
 use cotenant_trace::requests::{read_azure_csv, read_mooncake_jsonl, RequestTrace};
 use cotenant_trace::{bundled_data_dir, traces_dir, BUNDLED_AZURE_CODE, BUNDLED_AZURE_CONV};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use flag::{float_in, integer_in, Bound::Closed, Bound::Open};
 
@@ -233,6 +239,15 @@ pub struct ServeSimArgs {
     /// Time the run (wall clock, iterations/s, attribution cost) and print it.
     #[arg(long)]
     pub bench: bool,
+    /// Also write the runs to PATH as a saved serving-results document (JSON, kind
+    /// cotenant-serve-results: summaries, latency CDF sketches per tenant, service per
+    /// window) that `cotenant report` reads.
+    #[arg(long, value_name = "PATH")]
+    pub save: Option<PathBuf>,
+    /// Also write a self-contained HTML report of the runs to PATH: latency CDFs per
+    /// tenant and scheduler, service difference over time, every metric.
+    #[arg(long, value_name = "PATH")]
+    pub report: Option<PathBuf>,
 }
 
 pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
@@ -240,29 +255,27 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
     check_window_count(&workload, args.window_s)?;
     let kinds = parse_schedulers(&args.scheduler)?;
     let mut reports = Vec::new();
+    let mut saved_runs = Vec::new();
+    let mut last_config = None;
     for kind in kinds {
         let config = serve_config(&args, &workload, kind)?;
         let started = Instant::now();
         let result = simulate(&workload, &config).with_context(|| format!("simulating {}", kind.name()))?;
         let wall_s = started.elapsed().as_secs_f64();
-        let summary = summarize(&workload, &result, config.slo);
+        let summary: Summary = summarize(&workload, &result, config.slo);
+        if args.save.is_some() || args.report.is_some() {
+            saved_runs.push(saved_run_json(&workload, &config, &summary, &result));
+        }
         let mut report = summary_json(&summary);
-        report["diagnostics"] = json!(result
-            .diagnostics
-            .first()
-            .map(|d| d.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>()));
+        report["diagnostics"] = diagnostics_json(result.diagnostics.first().map(Vec::as_slice));
         if let Some(errors) = &result.attribution {
             report["attribution"] = attribution_json(errors);
         }
         if args.windows {
-            report["windows"] = json!(result
-                .windows
-                .iter()
-                .map(|w| json!({"service": w.service, "backlogged": w.backlogged}))
-                .collect::<Vec<_>>());
+            report["windows"] = windows_json(&result.windows);
         }
         if args.bench {
-            report["bench"] = bench_json(&workload, &config, &result, wall_s)?;
+            report["bench"] = bench_json(&bench_figures(&workload, &config, &result, wall_s));
         }
         if args.goodput {
             let search_started = Instant::now();
@@ -271,32 +284,58 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
             let at_goodput = workload.with_rate_scale(found.rate_scale.max(f64::MIN_POSITIVE));
             let at_config = with_windows_for(&config, &at_goodput);
             let at_summary = summarize(&at_goodput, &simulate(&at_goodput, &at_config)?, config.slo);
-            report["goodput"] = json!({
-                "rate_scale": found.rate_scale,
-                "requests_per_s": found.requests_per_s,
-                "attainment": found.attainment,
-                "output_tokens_per_s": at_summary.output_tokens_per_s,
-                "total_tokens_per_s": at_summary.total_tokens_per_s,
-                "tbt_p99_ms": at_summary.tbt_ms.p99,
-                "simulations": found.probes.len(),
-                "capped": found.capped,
-                "arrival_span_s": arrival_span_s(&at_goodput),
-                "search_wall_s": search_wall_s,
-                "probes": found.probes,
+            report["goodput"] = goodput_json(&GoodputFigures {
+                search: &found,
+                at_goodput: &at_summary,
+                arrival_span_s: arrival_span_s(&at_goodput),
+                search_wall_s,
             });
         }
         if !args.json {
-            print_report(&workload, &config, &summary, &report, args.windows);
+            print!(
+                "{}",
+                serve_run_text(&ServeRunText {
+                    workload: &workload,
+                    config: &config,
+                    summary: &summary,
+                    report: &report,
+                    windows: args.windows,
+                    sustained_span_s: MIN_PLAN_ARRIVAL_SPAN_S,
+                })
+            );
         }
         reports.push(report);
+        last_config = Some(config);
+    }
+    if let Some(config) = &last_config {
+        if args.save.is_some() || args.report.is_some() {
+            let document = saved_results_json(&workload, config, &args.deployment.router, saved_runs);
+            if let Some(path) = &args.save {
+                write_json(path, &document).context("--save")?;
+            }
+            if let Some(path) = &args.report {
+                write_report(path, &document).context("--report")?;
+            }
+        }
     }
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({"workload": workload_json(&workload), "runs": reports}))?
-        );
+        println!("{}", serde_json::to_string_pretty(&serve_runs_json(&workload, reports))?);
     }
     Ok(())
+}
+
+/// `value` as pretty JSON and a newline, to `path`.
+fn write_json(path: &Path, value: &Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)? + "\n";
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// The HTML report of a saved serving-results document, to `path`.
+fn write_report(path: &Path, document: &Value) -> Result<()> {
+    let results = read_saved_results("serve-sim", document)?;
+    let subtitle = format!("cotenant {} serve-sim --report ({})", env!("CARGO_PKG_VERSION"), results.source);
+    let (html, _figures) = serve_report_html(&results, "cotenant report", &subtitle)?;
+    std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))
 }
 
 fn parse_schedulers(text: &str) -> Result<Vec<SchedulerKind>> {
@@ -436,7 +475,7 @@ fn base_config(
         router,
         kv_block_tokens: 16,
         memory_utilization: deployment.memory_utilization,
-        activation_reserve_gb: 2.0,
+        activation_reserve_bytes: None,
         kv_capacity_tokens: deployment.kv_capacity_tokens,
         slo,
         service_window: Span::from_secs(1),
@@ -561,71 +600,14 @@ fn noting_skips(trace: RequestTrace) -> RequestTrace {
     trace
 }
 
-fn percentiles_json(p: &Percentiles) -> Value {
-    let finite = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
-    json!({"p50": p.p50, "p90": p.p90, "p99": p.p99, "mean": finite(p.mean)})
-}
-
-fn summary_json(s: &Summary) -> Value {
-    json!({
-        "scheduler": s.scheduler,
-        "requests": s.requests,
-        "finished": s.finished,
-        "ttft_ms": percentiles_json(&s.ttft_ms),
-        "tbt_ms": percentiles_json(&s.tbt_ms),
-        "tpot_ms": percentiles_json(&s.tpot_ms),
-        "e2e_ms": percentiles_json(&s.e2e_ms),
-        "normalized_latency_ms_per_token": percentiles_json(&s.normalized_latency_ms),
-        "slo_attainment": s.slo_attainment,
-        "duration_s": s.duration_s,
-        "requests_per_s": s.requests_per_s,
-        "output_tokens_per_s": s.output_tokens_per_s,
-        "total_tokens_per_s": s.total_tokens_per_s,
-        "iterations": s.iterations,
-        "preemptions": s.preemptions,
-        "busy_fraction": s.busy_fraction,
-        "prefix_hit_tokens": s.prefix_hit_tokens,
-        "jain_index": s.jain_index,
-        "max_window_service_difference": s.max_window_service_difference,
-        "max_service_difference": s.max_service_difference,
-        "tenants": s.tenants.iter().map(|t| json!({
-            "name": t.name, "weight": t.weight, "requests": t.requests, "service": t.service,
-            "attributed_gpu_s": t.attributed_gpu_s, "ttft_ms": percentiles_json(&t.ttft_ms),
-            "e2e_ms": percentiles_json(&t.e2e_ms), "slo_attainment": t.slo_attainment,
-        })).collect::<Vec<_>>(),
-    })
-}
-
-fn attribution_json(errors: &cotenant_serve::attribution::AttributionErrors) -> Value {
-    let stats = |v: &[f64]| {
-        let p = Percentiles::of(v);
-        json!({"samples": v.len(), "p50": p.p50, "p90": p.p90, "p99": p.p99})
-    };
-    json!({
-        "iterations_evaluated": errors.iterations_evaluated,
-        "exact_iterations": errors.exact_iterations,
-        "llmvisor": {"prefill": stats(&errors.llmvisor_prefill), "decode": stats(&errors.llmvisor_decode)},
-        "token_proxy": {"prefill": stats(&errors.proxy_prefill), "decode": stats(&errors.proxy_decode)},
-    })
-}
-
-fn workload_json(workload: &Workload) -> Value {
-    json!({
-        "source": workload.source,
-        "requests": workload.requests.len(),
-        "request_rate_per_s": workload.request_rate_per_s(),
-        "tenants": workload.tenants.iter().map(|t| json!({"name": t.name, "weight": t.weight})).collect::<Vec<_>>(),
-    })
-}
-
 /// Times the attribution step alone over batches shaped like the run's, and reports
 /// the run's own wall time and iteration rate.
-fn bench_json(
+fn bench_figures(
     workload: &Workload,
     config: &ServeConfig,
     result: &cotenant_serve::ServeResult,
     wall_s: f64,
-) -> Result<Value> {
+) -> BenchFigures {
     let batch: Vec<cotenant_perf::BatchEntry> = (0..64)
         .map(|i| cotenant_perf::BatchEntry {
             new_tokens: if i == 0 { 512 } else { 1 },
@@ -661,149 +643,12 @@ fn bench_json(
         );
     }
     let split_only_us = started.elapsed().as_secs_f64() / calls as f64 * 1e6;
-    Ok(json!({
-        "requests": workload.requests.len(),
-        "wall_s": wall_s,
-        "iterations": result.iterations,
-        "iterations_per_s": result.iterations as f64 / wall_s,
-        "requests_per_s_wall": workload.requests.len() as f64 / wall_s,
-        "attribution_us_per_iteration_64_requests": per_call_us,
-        "attribution_split_us_per_iteration_64_requests": split_only_us,
-    }))
-}
-
-/// Relative error vs Shapley, LLMVisor and the token proxy side by side, with the ratio.
-fn print_attribution(attribution: &Value) {
-    let get = |method: &str, phase: &str, q: &str| attribution[method][phase][q].as_f64().unwrap_or(f64::NAN);
-    println!(
-        "  attribution vs Shapley ({} iterations, {} exact): relative error, LLMVisor | token proxy | proxy/LLMVisor",
-        attribution["iterations_evaluated"], attribution["exact_iterations"]
-    );
-    for phase in ["prefill", "decode"] {
-        let samples = attribution["llmvisor"][phase]["samples"].as_u64().unwrap_or(0);
-        let cells: Vec<String> = ["p50", "p90", "p99"]
-            .iter()
-            .map(|q| {
-                let (visor, proxy) = (get("llmvisor", phase, q), get("token_proxy", phase, q));
-                format!("{q} {visor:.4} | {proxy:.4} | {:.1}x", proxy / visor)
-            })
-            .collect();
-        println!("    {phase:<7} ({samples} shares): {}", cells.join("   "));
-    }
-}
-
-fn print_percentiles(label: &str, p: &Percentiles) {
-    println!("  {label:<22} p50 {:>9.1}  p90 {:>9.1}  p99 {:>9.1}", p.p50, p.p90, p.p99);
-}
-
-fn print_report(workload: &Workload, config: &ServeConfig, s: &Summary, report: &Value, windows: bool) {
-    println!(
-        "== {} | {} on {} (TP {}), {} replica(s), KV {} tokens/replica | {} requests ({:.2}/s) from {}",
-        s.scheduler,
-        config.model.model.name,
-        config.model.gpu.name,
-        config.model.tensor_parallel,
-        config.replicas,
-        config.kv_capacity_tokens(),
-        s.requests,
-        workload.request_rate_per_s(),
-        workload.source
-    );
-    print_percentiles("TTFT (ms)", &s.ttft_ms);
-    print_percentiles("TBT (ms)", &s.tbt_ms);
-    print_percentiles("TPOT (ms)", &s.tpot_ms);
-    print_percentiles("E2E (ms)", &s.e2e_ms);
-    print_percentiles("E2E/token (ms)", &s.normalized_latency_ms);
-    println!(
-        "  SLO attainment {:.1}% (TTFT <= {} ms, TPOT <= {} ms) | {:.2} req/s, {:.0} output tok/s, {:.0} total tok/s | {} iterations, {} preemptions, busy {:.1}%",
-        100.0 * s.slo_attainment,
-        config.slo.ttft.0 / 1000,
-        config.slo.tbt.0 / 1000,
-        s.requests_per_s,
-        s.output_tokens_per_s,
-        s.total_tokens_per_s,
-        s.iterations,
-        s.preemptions,
-        100.0 * s.busy_fraction
-    );
-    println!(
-        "  fairness: Jain {:.3}, max window service difference {:.0}, max service difference {:.0} (service = prompt + 2 x output tokens, per weight)",
-        s.jain_index, s.max_window_service_difference, s.max_service_difference
-    );
-    for t in &s.tenants {
-        println!(
-            "  tenant {:<10} w {:<4} {:>6} req  service {:>11.0}  GPU {:>8.1} s  TTFT p50 {:>8.1} p90 {:>8.1} ms  SLO {:.1}%",
-            t.name,
-            t.weight,
-            t.requests,
-            t.service,
-            t.attributed_gpu_s,
-            t.ttft_ms.p50,
-            t.ttft_ms.p90,
-            100.0 * t.slo_attainment
-        );
-    }
-    for key in ["diagnostics", "bench"] {
-        if let Some(Value::Object(fields)) =
-            report.get(key).filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
-        {
-            let parts: Vec<String> = fields.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            println!("  {key}: {}", parts.join(", "));
-        }
-    }
-    if let Some(attribution) = report.get("attribution") {
-        print_attribution(attribution);
-    }
-    if let Some(goodput) = report.get("goodput") {
-        let field = |name: &str| goodput.get(name).and_then(Value::as_f64).unwrap_or(f64::NAN);
-        println!(
-            "  goodput (>= {:.0}% attainment): rate scale {:.3} = {:.2} req/s, attainment {:.1}%, {:.0} output tok/s, {:.0} total tok/s, TBT p99 {:.1} ms ({} simulations)",
-            100.0 * GOODPUT_ATTAINMENT,
-            field("rate_scale"),
-            field("requests_per_s"),
-            100.0 * field("attainment"),
-            field("output_tokens_per_s"),
-            field("total_tokens_per_s"),
-            field("tbt_p99_ms"),
-            field("simulations")
-        );
-        if goodput.get("capped").and_then(Value::as_bool) == Some(true) {
-            println!(
-                "  warning: every probe met the target up to the search's last doubling: the goodput is at least \
-                 this, not measured"
-            );
-        }
-        let span_s = field("arrival_span_s");
-        if span_s < MIN_PLAN_ARRIVAL_SPAN_S {
-            println!(
-                "  warning: at this rate scale the requests arrive within {span_s:.3} s, a burst rather than a \
-                 sustained rate (under {MIN_PLAN_ARRIVAL_SPAN_S:.0} s): use a longer or denser workload"
-            );
-        }
-    }
-    if windows {
-        if let Some(Value::Array(rows)) = report.get("windows") {
-            println!(
-                "  service per tenant and window (prompt + 2 x output tokens; {} s windows; * = backlogged the whole window):",
-                config.service_window.as_secs_f64()
-            );
-            let names: Vec<&str> = workload.tenants.iter().map(|t| t.name.as_str()).collect();
-            println!("    {:>6}  {}", "window", names.iter().map(|n| format!("{n:>12}")).collect::<String>());
-            for (index, row) in rows.iter().enumerate() {
-                let service = row.get("service").and_then(Value::as_array).cloned().unwrap_or_default();
-                let backlogged = row.get("backlogged").and_then(Value::as_array).cloned().unwrap_or_default();
-                let cells: String = service
-                    .iter()
-                    .enumerate()
-                    .map(|(t, s)| {
-                        let star =
-                            if backlogged.get(t).and_then(Value::as_bool) == Some(true) { "*" } else { " " };
-                        format!("{:>11.0}{star}", s.as_f64().unwrap_or(f64::NAN))
-                    })
-                    .collect();
-                println!("    {index:>6}  {cells}");
-            }
-        }
+    BenchFigures {
+        requests: workload.requests.len(),
+        wall_s,
+        iterations: result.iterations,
+        attribution_us: per_call_us,
+        attribution_split_us: split_only_us,
     }
 }
 
@@ -876,41 +721,9 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let rows = plan_serve(&workload, &base, &gpus, &tps, args.target, args.max_replicas);
     if args.json {
-        let rows: Vec<Value> = rows
-            .iter()
-            .map(|r| json!({"gpu": r.gpu, "tensor_parallel": r.tensor_parallel, "replicas": r.replicas, "gpus": r.gpus, "attainment": r.attainment}))
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(
-                &json!({"workload": workload_json(&workload), "target": args.target, "plans": rows})
-            )?
-        );
-        return Ok(());
-    }
-    println!(
-        "{} on {} requests at {:.2} req/s, scheduler {}, SLO TTFT <= {} ms and TPOT <= {} ms for {:.0}% of requests:",
-        base.model.model.name,
-        workload.requests.len(),
-        workload.request_rate_per_s(),
-        kind.name(),
-        base.slo.ttft.0 / 1000,
-        base.slo.tbt.0 / 1000,
-        100.0 * args.target
-    );
-    println!("| GPU | TP | replicas | GPUs | attainment |\n|---|---:|---:|---:|---:|");
-    for r in &rows {
-        println!(
-            "| {} | {} | {} | {} | {:.1}% |",
-            r.gpu,
-            r.tensor_parallel,
-            r.replicas,
-            r.gpus,
-            100.0 * r.attainment
-        );
-    }
-    if rows.is_empty() {
-        println!("(no GPU type and TP degree meets the target within {} replicas)", args.max_replicas);
+        println!("{}", serde_json::to_string_pretty(&plan_json(&workload, args.target, &rows))?);
+    } else {
+        print!("{}", plan_table_text(&workload, &base, args.target, &rows, args.max_replicas));
     }
     Ok(())
 }

@@ -12,6 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{cotenant, stderr, temp_dir};
+use cotenant_report::svg_read::{self, attribute, polygons, text_elements, texts, tick_value};
 use serde_json::{json, Value};
 
 /// The palette's first colors, as SVG writes them (`figure::PALETTE`).
@@ -39,87 +40,31 @@ fn s(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-/// Text content of every `<text>` element, entities decoded.
-fn texts(svg: &str) -> Vec<String> {
-    svg.split("<text")
-        .skip(1)
-        .filter_map(|t| Some(unescape(t.split_once('>')?.1.split_once("</text>")?.0.trim())))
-        .collect()
-}
-
-fn unescape(text: &str) -> String {
-    text.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&#39;", "'")
-        .replace("&amp;", "&")
-}
-
-fn attribute<'a>(element: &'a str, name: &str) -> Option<&'a str> {
-    Some(element.split_once(&format!(" {name}=\""))?.1.split_once('"')?.0)
-}
-
 /// Pixel points of each data polyline in `color` (2 px wide; thinner ones are references).
 fn polylines(svg: &str, color: &str) -> Vec<Vec<(f64, f64)>> {
-    svg.split("<polyline")
-        .skip(1)
-        .filter(|p| attribute(p, "stroke") == Some(color) && attribute(p, "stroke-width") == Some("2"))
-        .map(|p| pixel_points(attribute(p, "points").unwrap()))
+    svg_read::polylines(svg, color)
+        .into_iter()
+        .filter(|p| p.stroke_width == Some(2.0))
+        .map(|p| p.points)
         .collect()
-}
-
-/// Pixel points of each polygon (bands) in `color`.
-fn polygons(svg: &str, color: &str) -> Vec<Vec<(f64, f64)>> {
-    svg.split("<polygon")
-        .skip(1)
-        .filter(|p| attribute(p, "fill") == Some(color))
-        .map(|p| pixel_points(attribute(p, "points").unwrap()))
-        .collect()
-}
-
-fn pixel_points(text: &str) -> Vec<(f64, f64)> {
-    text.split_whitespace()
-        .map(|xy| {
-            let (x, y) = xy.split_once(',').unwrap();
-            (x.parse().unwrap(), y.parse().unwrap())
-        })
-        .collect()
-}
-
-/// A tick label's value: `0.5`, `1500`, `10k`, `1.5M`, `1e-4`.
-fn tick_value(text: &str) -> Option<f64> {
-    let (number, scale) = match text.chars().last()? {
-        'k' => (&text[..text.len() - 1], 1e3),
-        'M' => (&text[..text.len() - 1], 1e6),
-        'G' => (&text[..text.len() - 1], 1e9),
-        _ => (text, 1.0),
-    };
-    number.parse::<f64>().ok().map(|n| n * scale)
 }
 
 /// The y axis's tick labels as (value, pixel y), from the right-aligned labels
 /// left of the plot.
 fn y_ticks(svg: &str) -> Vec<(f64, f64)> {
-    svg.split("<text")
-        .skip(1)
-        .filter(|t| attribute(t, "text-anchor") == Some("end") && attribute(t, "transform").is_none())
-        .filter_map(|t| {
-            let text = t.split_once('>')?.1.split_once("</text>")?.0.trim();
-            Some((tick_value(text)?, attribute(t, "y")?.parse().ok()?))
-        })
+    text_elements(svg)
+        .filter(|(t, _)| attribute(t, "text-anchor") == Some("end") && attribute(t, "transform").is_none())
+        .filter_map(|(t, text)| Some((tick_value(text)?, attribute(t, "y")?.parse().ok()?)))
         .collect()
 }
 
 /// The x axis's tick labels as (value, pixel x): centered labels below the plot.
 fn x_ticks(svg: &str) -> Vec<(f64, f64)> {
     let bottom = y_ticks(svg).iter().map(|t| t.1).fold(0.0, f64::max);
-    svg.split("<text")
-        .skip(1)
-        .filter(|t| attribute(t, "text-anchor") == Some("middle") && attribute(t, "transform").is_none())
-        .filter_map(|t| {
+    text_elements(svg)
+        .filter(|(t, _)| attribute(t, "text-anchor") == Some("middle") && attribute(t, "transform").is_none())
+        .filter_map(|(t, text)| {
             let y: f64 = attribute(t, "y")?.parse().ok()?;
-            let text = t.split_once('>')?.1.split_once("</text>")?.0.trim();
             (y > bottom && y < bottom + 20.0).then_some(())?;
             Some((tick_value(text)?, attribute(t, "x")?.parse().ok()?))
         })

@@ -57,6 +57,9 @@ pub enum Entry {
     TenantConfig,
     /// `gavel_throughputs::parse_gavel_throughputs`.
     Throughputs,
+    /// `cotenant report`'s inputs (saved sim and serve-sim runs, sweep results),
+    /// read and, when they read, rendered into a report page.
+    Results,
 }
 
 /// One fuzz target: a reader or parser and its seed corpus.
@@ -176,6 +179,15 @@ pub fn targets(data: &Path) -> Vec<Target> {
             seeds: with(Vec::new(), THROUGHPUTS_HAND),
         },
         Target {
+            name: "results",
+            file_name: "results.json",
+            entry: Entry::Results,
+            seeds: [SIM_RESULTS_SEED, SWEEP_SEED, SERVE_SWEEP_SEED, SERVE_RESULTS_SEED]
+                .iter()
+                .map(|s| s.as_bytes().to_vec())
+                .collect(),
+        },
+        Target {
             name: "tenant_config",
             file_name: "tenants.toml",
             entry: Entry::TenantConfig,
@@ -213,6 +225,11 @@ const OPENB_PODS_HAND: &[&str] = &[
 ];
 /// The hand-built operator samples of docs/examples (the pod list is larger than
 /// [`MAX_INPUT`], so its shapes are in [`KUBECTL_HAND`] instead).
+// Small runs saved by the binary (docs/fuzzing.md says how they were made).
+const SIM_RESULTS_SEED: &str = include_str!("../seeds/sim-results.json");
+const SWEEP_SEED: &str = include_str!("../seeds/sweep-results.json");
+const SERVE_SWEEP_SEED: &str = include_str!("../seeds/serve-sweep-results.json");
+const SERVE_RESULTS_SEED: &str = include_str!("../seeds/serve-results.json");
 const SACCT_SAMPLE: &str = include_str!("../../../docs/examples/sacct-sample.txt");
 const KUBECTL_JOBS_SAMPLE: &str = include_str!("../../../docs/examples/kubectl-jobs.json");
 const SACCT_HAND: &[&str] = &[
@@ -389,6 +406,10 @@ fn call(entry: Entry, file_name: &str, path: &Path, input: &[u8]) -> Outcome {
                 }
                 Ok(problems)
             }
+            Entry::Results => {
+                render_results(file_name, &String::from_utf8_lossy(input))?;
+                Ok(Vec::new())
+            }
             Entry::TenantConfig => {
                 let text = String::from_utf8_lossy(input);
                 let config = cotenant_trace::accounts::parse_tenant_config(&text, file_name)?;
@@ -431,6 +452,23 @@ fn call(entry: Entry, file_name: &str, path: &Path, input: &[u8]) -> Outcome {
             Outcome::Panic(text)
         }
     }
+}
+
+/// Reads a `cotenant report` input as the command does and renders its sections.
+fn render_results(file_name: &str, text: &str) -> Result<String, Box<dyn Error>> {
+    use cotenant_report::{results::ResultsFile, serve_report, sim_report, sweep_report, HtmlReport};
+    let mut report = HtmlReport::new("fuzz");
+    let serve = serde_json::from_str::<serde_json::Value>(text).ok().filter(serve_report::is_serve_input);
+    match serve {
+        Some(value) => serve_report::serve_report_sections(&mut report, file_name, &value, "")?,
+        None => match cotenant_report::parse_results(file_name, text)? {
+            ResultsFile::Sim(results) => sim_report::add_sim_sections(&mut report, &results, file_name, "")?,
+            ResultsFile::Sweep(sweep) => {
+                sweep_report::add_sweep_sections(&mut report, &sweep, file_name, "")?
+            }
+        },
+    }
+    Ok(report.render())
 }
 
 /// Whether a cluster-config input is TOML (more than one line, or a table) rather

@@ -3,6 +3,13 @@
 //! Figures are vendor datasheet peaks (dense, no sparsity). K80, P100 and V100 have no
 //! bf16; their 16-bit figure is the best dense fp16 (or fp32 for K80) rate, kept only so
 //! the cluster side can name them.
+//!
+//! Memory is in GiB (2^30 bytes). Datasheets write "80GB" for HBM stacks that hold
+//! 80 GiB (81,920 MiB): `nvidia-smi` on an "H100 80GB HBM3" shows 81,559 MiB after the
+//! driver's reservation, on an H200 ("141GB") 143,771 MiB, both within 0.5% of the
+//! GiB reading and 7% above the decimal one. vLLM's `gpu_memory_utilization` is a
+//! fraction of that binary total. Bandwidths stay in
+//! decimal units (TB/s, GB/s), as datasheets and link specifications give them.
 
 /// One GPU model.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -12,16 +19,47 @@ pub struct GpuSpec {
     pub dense_tflops: f64,
     /// HBM (or GDDR) bandwidth, TB/s.
     pub memory_tb_per_s: f64,
-    pub memory_gb: f64,
+    /// Memory, GiB (2^30 bytes): the datasheet's "GB" figure, which for HBM and GDDR
+    /// parts is a binary capacity.
+    pub memory_gib: f64,
     /// Per-GPU NVLink bandwidth (one direction), GB/s; PCIe 4.0 x16 (32 GB/s) when no NVLink.
     pub interconnect_gb_per_s: f64,
 }
 
-const fn gpu(name: &'static str, tflops: f64, tb_s: f64, gb: f64, link: f64) -> GpuSpec {
-    GpuSpec { name, dense_tflops: tflops, memory_tb_per_s: tb_s, memory_gb: gb, interconnect_gb_per_s: link }
+const fn gpu(name: &'static str, tflops: f64, tb_s: f64, gib: f64, link: f64) -> GpuSpec {
+    GpuSpec {
+        name,
+        dense_tflops: tflops,
+        memory_tb_per_s: tb_s,
+        memory_gib: gib,
+        interconnect_gb_per_s: link,
+    }
+}
+
+/// Bytes in one GiB.
+pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+impl GpuSpec {
+    /// Memory in bytes: `memory_gib` x 2^30.
+    pub fn memory_bytes(&self) -> f64 {
+        self.memory_gib * GIB
+    }
 }
 
 /// Every GPU the project knows, by canonical name.
+///
+/// Memory, entry by entry, from the vendor's datasheet:
+/// - A100-80G: "80GB HBM2e" (NVIDIA A100 Tensor Core GPU datasheet), 80 GiB.
+/// - A100-40G: "40GB HBM2" (same datasheet), 40 GiB.
+/// - H100-SXM: "80GB" HBM3 (NVIDIA H100 Tensor Core GPU datasheet, SXM column), 80 GiB.
+/// - H200: "141GB" HBM3e (NVIDIA H200 Tensor Core GPU datasheet), 141 GiB (`nvidia-smi`
+///   reports 143,771 MiB = 140.4 GiB).
+/// - L4: "24GB" GDDR6 (NVIDIA L4 datasheet), 24 GiB.
+/// - V100: "32GB" HBM2 (NVIDIA V100 datasheet, SXM2 32 GB), 32 GiB.
+/// - P100: "16GB" CoWoS HBM2 (NVIDIA Tesla P100 datasheet), 16 GiB.
+/// - K80: "24 GB of GDDR5" per board (NVIDIA Tesla K80 datasheet), 24 GiB; the board is
+///   two GK210 GPUs of 12 GiB each, and like its throughput and bandwidth the figure is
+///   the board's (the cluster side schedules K80 boards).
 pub const GPU_CATALOG: &[GpuSpec] = &[
     gpu("A100-80G", 312.0, 2.039, 80.0, 300.0),
     gpu("A100-40G", 312.0, 1.555, 40.0, 300.0),
@@ -60,7 +98,14 @@ mod tests {
         assert_eq!(find_gpu("h100").map(|g| g.name), Some("H100-SXM"));
         assert_eq!(find_gpu("H100 SXM").map(|g| g.name), Some("H100-SXM"));
         assert_eq!(find_gpu("a100").map(|g| g.name), Some("A100-80G"));
-        assert_eq!(find_gpu("k80").map(|g| g.memory_gb), Some(24.0));
+        assert_eq!(find_gpu("k80").map(|g| g.memory_gib), Some(24.0));
         assert!(find_gpu("tpu").is_none());
+    }
+
+    #[test]
+    fn memory_is_binary() {
+        // An "80GB" H100 holds 80 x 2^30 = 85,899,345,920 bytes, not 80e9.
+        let h100 = find_gpu("h100").expect("catalog");
+        assert_eq!(h100.memory_bytes(), 85_899_345_920.0);
     }
 }

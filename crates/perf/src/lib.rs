@@ -5,11 +5,13 @@
 pub mod calibrated;
 pub mod calibration;
 pub mod gpu;
+pub mod memory;
 pub mod model;
 pub mod profile;
 pub mod roofline;
 pub mod throughput;
 
-pub use gpu::{find_gpu, GpuSpec, GPU_CATALOG};
+pub use gpu::{find_gpu, GpuSpec, GIB, GPU_CATALOG};
+pub use memory::{ActivationBatch, MemoryPlan};
 pub use model::{model_catalog, ModelError, ModelShape};
 pub use roofline::{BatchEntry, Roofline, RooflineParams, SharedCost};

@@ -97,6 +97,68 @@ impl ModelShape {
     pub fn kv_bytes_per_token(&self) -> f64 {
         2.0 * self.layers as f64 * self.kv_heads as f64 * self.head_dim as f64 * self.bytes_per_param as f64
     }
+
+    /// KV heads each GPU holds under `tp`-way tensor parallelism: ceil(H_kv / tp), at
+    /// least 1. When `tp` exceeds H_kv, vLLM replicates each KV head over tp / H_kv GPUs
+    /// (Llama-3.1-70B has 8 KV heads: TP 16 gives each GPU one head, held twice).
+    pub fn kv_heads_per_gpu(&self, tp: u32) -> u32 {
+        self.kv_heads.div_ceil(tp.max(1)).max(1)
+    }
+
+    /// KV-cache bytes one GPU stores per token: 2 L ceil(H_kv / tp) h b.
+    pub fn kv_bytes_per_token_per_gpu(&self, tp: u32) -> f64 {
+        2.0 * self.layers as f64
+            * self.kv_heads_per_gpu(tp) as f64
+            * self.head_dim as f64
+            * self.bytes_per_param as f64
+    }
+
+    /// Weight bytes one GPU holds under `tp`-way tensor parallelism. Q, O and the MLP are
+    /// split `tp` ways, the embedding and the LM head by vocabulary rows; K and V keep
+    /// ceil(H_kv / tp) heads per GPU, so they are replicated when `tp` exceeds H_kv:
+    /// b [ L (2 d H_q h / tp + 2 d ceil(H_kv/tp) h + 3 d d_ff / tp) + 2 d V / tp ].
+    /// Norm weights (2 d per layer, about 0.003% of the model) are left out, as in
+    /// [`Self::total_params`]. Equals [`Self::weight_bytes`] / tp when tp divides H_kv.
+    pub fn weight_bytes_per_gpu(&self, tp: u32) -> f64 {
+        let tp_f = tp.max(1) as f64;
+        let (d, hq, h, ff) =
+            (self.hidden as f64, self.query_heads as f64, self.head_dim as f64, self.ffn_hidden as f64);
+        let kv = self.kv_heads_per_gpu(tp) as f64;
+        let per_layer = 2.0 * d * hq * h / tp_f + 2.0 * d * kv * h + 3.0 * d * ff / tp_f;
+        let params = self.layers as f64 * per_layer + 2.0 * self.lm_head_params() / tp_f;
+        params * self.bytes_per_param as f64
+    }
+
+    /// Peak activation bytes on one GPU of a forward pass over `tokens` batched tokens of
+    /// which `logit_rows` are sampled, the quantity vLLM's profile run measures (a dummy
+    /// forward over `max_num_batched_tokens` tokens, then the sampler over
+    /// `max_num_seqs` rows) and subtracts before sizing the KV cache:
+    ///
+    /// ```text
+    /// layers:  T b (2 d + max(attention, mlp))      residual stream and normed input live
+    ///          attention = (2 H_q + 2 ceil(H_kv/tp)) h / tp'   QKV output and attention output
+    ///          mlp       = 3 d_ff / tp               gate-up output (2 d_ff) and SiLU-mul (d_ff)
+    /// logits:  T b d + R V (b + 4 + 4)               last hidden, bf16 logits, fp32 copy, fp32 probs
+    /// peak  =  max(layers, logits)
+    /// ```
+    /// (tp' divides only the query heads; the KV heads per GPU are already per GPU.)
+    /// Tensors are freed between layers, so the peak is one layer's, not their sum; the
+    /// logits are gathered whole on every rank. CUDA graphs, the CUDA context and NCCL
+    /// buffers are not counted (vLLM counts some of them as non-torch memory, well
+    /// under 1 GiB on one node).
+    pub fn activation_peak_bytes(&self, tp: u32, tokens: u32, logit_rows: u32) -> f64 {
+        let tp_f = tp.max(1) as f64;
+        let (t, b) = (tokens as f64, self.bytes_per_param as f64);
+        let (d, hq, h, ff) =
+            (self.hidden as f64, self.query_heads as f64, self.head_dim as f64, self.ffn_hidden as f64);
+        let kv = self.kv_heads_per_gpu(tp) as f64;
+        let attention = 2.0 * hq * h / tp_f + 2.0 * kv * h;
+        let mlp = 3.0 * ff / tp_f;
+        let layers = t * b * (2.0 * d + attention.max(mlp));
+        let rows = f64::from(logit_rows.min(tokens));
+        let logits = t * b * d + rows * self.vocab as f64 * (b + 8.0);
+        layers.max(logits)
+    }
 }
 
 fn parse_explicit(text: &str) -> Result<ModelShape, ModelError> {
@@ -164,6 +226,59 @@ mod tests {
         // 32 x 218.1M + 2 x 525.3M = 8.03B, the published parameter count.
         assert!((m.total_params() / 1e9 - 8.030).abs() < 0.001, "{}", m.total_params());
         assert_eq!(m.kv_bytes_per_token(), 131_072.0); // 128 KiB per token
+    }
+
+    /// Llama-3.1-70B (8 KV heads, 80 layers, head_dim 128, bf16) at TP 16: each GPU holds
+    /// ceil(8/16) = 0 -> 1 head, so 2 x 80 x 1 x 128 x 2 = 40,960 bytes per token per GPU,
+    /// the same as at TP 8; 16 GPUs then hold each token twice (655,360 bytes in all,
+    /// against 327,680 for the model's one copy).
+    #[test]
+    fn kv_heads_replicate_past_their_count() {
+        let m = ModelShape::parse("Llama-3.1-70B").expect("catalog");
+        assert_eq!(m.kv_bytes_per_token(), 327_680.0);
+        assert_eq!(m.kv_heads_per_gpu(2), 4);
+        assert_eq!(m.kv_heads_per_gpu(8), 1);
+        assert_eq!(m.kv_heads_per_gpu(16), 1);
+        assert_eq!(m.kv_bytes_per_token_per_gpu(2), 163_840.0);
+        assert_eq!(m.kv_bytes_per_token_per_gpu(8), 40_960.0);
+        assert_eq!(m.kv_bytes_per_token_per_gpu(16), 40_960.0);
+        // A shape with 3 KV heads at TP 2: ceil(3/2) = 2 heads per GPU.
+        let odd = ModelShape::parse("layers=2,hidden=64,heads=6,kv_heads=3,head_dim=16,ffn=128,vocab=100")
+            .expect("explicit");
+        assert_eq!(odd.kv_bytes_per_token_per_gpu(2), 2.0 * 2.0 * 2.0 * 16.0 * 2.0);
+    }
+
+    /// Weights per GPU divide by tp while tp divides H_kv, and K/V replicate past it:
+    /// 70B at TP 16 holds 80 x 2 x 8192 x 1 x 128 x 2 bytes of K/V projection per GPU
+    /// where an even split would hold half of that.
+    #[test]
+    fn weights_per_gpu_replicate_kv_projections() {
+        let m = ModelShape::parse("Llama-3.1-70B").expect("catalog");
+        for tp in [1, 2, 4, 8] {
+            let even = m.weight_bytes() / f64::from(tp);
+            assert!((m.weight_bytes_per_gpu(tp) - even).abs() < 1.0, "tp {tp}");
+        }
+        let extra = m.weight_bytes_per_gpu(16) - m.weight_bytes() / 16.0;
+        let kv_projection_per_gpu = 80.0 * 2.0 * 8192.0 * 128.0 * 2.0; // one head, K and V
+        assert!((extra - kv_projection_per_gpu / 2.0).abs() < 1.0, "{extra}");
+    }
+
+    /// A small shape by hand: L=2, d=64, H_q=4, H_kv=2, h=16, d_ff=128, V=100, bf16,
+    /// T = 32 tokens, R = 4 sampled rows, TP 1:
+    /// attention = (2 x 4 + 2 x 2) x 16 = 192, mlp = 3 x 128 = 384 -> per token 2 x 64 + 384 = 512;
+    /// layers = 32 x 2 x 512 = 32,768 bytes.
+    /// logits = 32 x 2 x 64 + 4 x 100 x (2 + 8) = 4,096 + 4,000 = 8,096 bytes.
+    /// peak = 32,768. With R = 32: logits = 4,096 + 32,000 = 36,096 > 32,768.
+    #[test]
+    fn activation_peak_by_hand() {
+        let m = ModelShape::parse("layers=2,hidden=64,heads=4,kv_heads=2,head_dim=16,ffn=128,vocab=100")
+            .expect("explicit");
+        assert_eq!(m.activation_peak_bytes(1, 32, 4), 32_768.0);
+        assert_eq!(m.activation_peak_bytes(1, 32, 32), 36_096.0);
+        // Rows beyond the tokens are not sampled.
+        assert_eq!(m.activation_peak_bytes(1, 32, 1000), 36_096.0);
+        // TP 2: attention = (8/2 + 2 x 1) x 16 = 96, mlp = 192 -> 32 x 2 x (128 + 192) = 20,480.
+        assert_eq!(m.activation_peak_bytes(2, 32, 4), 20_480.0);
     }
 
     #[test]

@@ -743,7 +743,20 @@ impl Ranged for TickedRange {
     type ValueType = f64;
 
     fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
-        self.inner.map(value, limit)
+        // A value far outside the range (a huge or non-finite one in the data)
+        // would map past i32's pixels; drawn clipped anyway, it is held within
+        // ten spans of the range, where every pixel fits.
+        let range = self.inner.range();
+        let span = (range.end - range.start).abs();
+        let (low, high) = (range.start - 10.0 * span, range.end + 10.0 * span);
+        let value = if value.is_nan() {
+            range.start
+        } else if low <= high {
+            value.clamp(low, high)
+        } else {
+            *value
+        };
+        self.inner.map(&value, limit)
     }
 
     fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
@@ -792,22 +805,11 @@ pub fn format_number(value: f64, step: f64) -> String {
 mod tests {
     use super::*;
 
-    /// The text content of every `<text>` element.
-    fn texts(svg: &str) -> Vec<String> {
-        svg.split("<text")
-            .skip(1)
-            .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_string()))
-            .collect()
-    }
+    use crate::svg_read::{hex, polylines, texts};
 
     /// The point count of each polyline stroked in `color` (legend samples are paths, not polylines).
-    fn polyline_points(svg: &str, (r, g, b): (u8, u8, u8)) -> Vec<usize> {
-        let stroke = format!("stroke=\"#{r:02X}{g:02X}{b:02X}\"");
-        svg.split("<polyline")
-            .skip(1)
-            .filter(|p| p.contains(&stroke))
-            .filter_map(|p| Some(p.split_once("points=\"")?.1.split_once('"')?.0.split_whitespace().count()))
-            .collect()
+    fn polyline_points(svg: &str, color: (u8, u8, u8)) -> Vec<usize> {
+        polylines(svg, &hex(color)).iter().map(|p| p.points.len()).collect()
     }
 
     fn sample() -> Figure {
@@ -823,13 +825,27 @@ mod tests {
         let svg = sample().to_svg().unwrap();
         assert!(svg.starts_with("<svg"));
         let texts = texts(&svg);
-        for expected in ["fifo", "srtf", "time (h)", "jobs (jobs)", "queue &amp; &lt;wait&gt;"] {
+        for expected in ["fifo", "srtf", "time (h)", "jobs (jobs)", "queue & <wait>"] {
             assert!(texts.iter().any(|t| t == expected), "{expected} not in {texts:?}");
         }
         // Each series is one polyline in its palette color: 3 points for the
         // line, 3 for the 2-point step (2n - 1).
         assert_eq!(polyline_points(&svg, PALETTE[0]), vec![3]);
         assert_eq!(polyline_points(&svg, PALETTE[1]), vec![3]);
+    }
+
+    #[test]
+    fn values_far_outside_the_range_are_drawn_clipped_not_overflowed() {
+        // The fuzzer's case: a value of 1e300 on an axis of 0..10 mapped past i32's
+        // pixels (a panic in debug builds, garbage in release).
+        let x = Axis::linear("load", "x").with_range(0.0, 10.0);
+        let mut figure = Figure::new("far", x, Axis::linear("p99", "s").with_range(0.0, 1.0));
+        figure.push(Series::line("a", vec![(1.0, 0.5), (1e300, -1e300), (f64::MAX, 0.2)]));
+        figure.push(Series::band("b", vec![(1.0, 0.1, 0.9), (1e300, 0.0, 1e300)]));
+        figure.push(Series::points("c", vec![(-1e300, 1e300)]));
+        let svg = figure.to_svg().unwrap();
+        assert_eq!(polyline_points(&svg, PALETTE[0]), vec![3]);
+        assert!(figure.to_png().is_ok());
     }
 
     #[test]

@@ -17,7 +17,12 @@ pub mod html;
 pub mod jobs_csv;
 pub mod json;
 pub mod results;
+pub mod serve_json;
+pub mod serve_report;
+pub mod serve_saved;
+pub mod serve_table;
 pub mod sim_report;
+pub mod svg_read;
 pub mod sweep_report;
 pub mod table;
 

@@ -257,10 +257,12 @@ impl SweepRow {
 /// What went wrong reading a results file; every message names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
-    #[error("{file}: {source}")]
-    Read { file: String, source: std::io::Error },
-    #[error("{file}: not JSON: {source}")]
-    Json { file: String, source: serde_json::Error },
+    // The causes are in the message, not chained as `source`s: a chain printed
+    // with `{:#}` would say them twice.
+    #[error("{file}: {error}")]
+    Read { file: String, error: std::io::Error },
+    #[error("{file}: not JSON: {error}")]
+    Json { file: String, error: serde_json::Error },
     #[error("{file}: missing field \"kind\": not a cotenant results file (expected {expected})")]
     NoKind { file: String, expected: String },
     #[error("{file}: field \"kind\": unknown kind {kind:?} (expected {expected})")]
@@ -279,7 +281,7 @@ pub enum ResultsFile {
 }
 
 /// The kinds [`parse_results`] reads, for error messages.
-pub const KNOWN_KINDS: &str = "cotenant-sim-results or cotenant-sweep";
+pub const KNOWN_KINDS: &str = "cotenant-sim-results, cotenant-serve-results or cotenant-sweep";
 
 /// The kind of a results document (its `kind` field), or an error naming `file`.
 pub fn results_kind(file: &str, value: &Value) -> Result<String, ResultsError> {
@@ -296,7 +298,7 @@ pub fn results_kind(file: &str, value: &Value) -> Result<String, ResultsError> {
 /// Parses the text of a results file named `file` (used in errors), dispatching on its kind.
 pub fn parse_results(file: &str, text: &str) -> Result<ResultsFile, ResultsError> {
     let value: Value =
-        serde_json::from_str(text).map_err(|source| ResultsError::Json { file: file.into(), source })?;
+        serde_json::from_str(text).map_err(|error| ResultsError::Json { file: file.into(), error })?;
     let kind = results_kind(file, &value)?;
     match kind.as_str() {
         SIM_RESULTS_KIND => parse_sim_results(file, text, &value).map(|r| ResultsFile::Sim(Box::new(r))),
@@ -517,7 +519,7 @@ mod tests {
         let message = |text: &str| parse_results("bad.json", text).unwrap_err().to_string();
         assert_eq!(
             message(r#"{"rows": []}"#),
-            "bad.json: missing field \"kind\": not a cotenant results file (expected cotenant-sim-results or cotenant-sweep)"
+            "bad.json: missing field \"kind\": not a cotenant results file (expected cotenant-sim-results, cotenant-serve-results or cotenant-sweep)"
         );
         assert!(message(r#"{"kind": "nope"}"#).contains("bad.json: field \"kind\": unknown kind \"nope\""));
         assert!(message("{").starts_with("bad.json: not JSON"));

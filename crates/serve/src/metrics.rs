@@ -107,6 +107,14 @@ pub fn percentile_sorted(sorted: &[f64], quantile: f64) -> f64 {
     sorted[rank - 1]
 }
 
+/// Nearest-rank quantiles of `values` at each of `levels` (each in 0..=1), in the
+/// order given; all 0 when `values` is empty. A bounded sketch of a distribution.
+pub fn quantiles(values: &[f64], levels: &[f64]) -> Vec<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    levels.iter().map(|&q| percentile_sorted(&sorted, q)).collect()
+}
+
 /// Jain's fairness index (sum x)^2 / (n sum x^2): 1 when equal, 1/n when one takes all.
 pub fn jain_index(values: &[f64]) -> f64 {
     let sum: f64 = values.iter().sum();
@@ -170,5 +178,11 @@ mod tests {
         assert_eq!(jain_index(&[3.0, 3.0, 3.0]), 1.0);
         assert!((jain_index(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
         assert_eq!(percentile(&[5.0, 1.0, 3.0], 0.5), 3.0);
+        // Nearest rank of 4 values: q 0 and 0.25 -> 1st, 0.5 -> 2nd, 0.6 -> 3rd, 1 -> 4th.
+        assert_eq!(
+            quantiles(&[40.0, 10.0, 30.0, 20.0], &[0.0, 0.25, 0.5, 0.6, 1.0]),
+            [10.0, 10.0, 20.0, 30.0, 40.0]
+        );
+        assert_eq!(quantiles(&[], &[0.5]), [0.0]);
     }
 }

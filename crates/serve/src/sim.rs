@@ -10,7 +10,7 @@ use std::collections::BinaryHeap;
 
 use cotenant_core::limits::MAX_SHARE_WINDOWS;
 use cotenant_core::{Span, TenantSpec, Time};
-use cotenant_perf::{BatchEntry, Roofline};
+use cotenant_perf::{ActivationBatch, BatchEntry, MemoryPlan, Roofline, GIB};
 
 use crate::attribution::{llmvisor_shares_with_own, AttributionErrors, AttributionEval};
 use crate::kv::{KvPool, KvStats};
@@ -59,8 +59,10 @@ pub struct ServeConfig {
     pub kv_block_tokens: u32,
     /// Fraction of GPU memory the server may use (vLLM: 0.9).
     pub memory_utilization: f64,
-    /// Memory kept for activations, GB per GPU.
-    pub activation_reserve_gb: f64,
+    /// Memory kept for activations, bytes per GPU; `None` sizes it as vLLM's profile run
+    /// does, from the model and the batch limits ([`cotenant_perf::ModelShape::activation_peak_bytes`]
+    /// over `token_budget` tokens and `max_seqs` sampled rows).
+    pub activation_reserve_bytes: Option<f64>,
     /// Overrides the KV capacity derived from memory (tests, what-ifs).
     pub kv_capacity_tokens: Option<u64>,
     pub slo: Slo,
@@ -70,17 +72,42 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
+    /// One GPU's memory budget: weights, activation reserve and KV cache
+    /// (see [`cotenant_perf::memory`]).
+    pub fn memory_plan(&self) -> MemoryPlan {
+        let limits = self.scheduler.limits;
+        let batch = ActivationBatch { tokens: limits.token_budget, sequences: limits.max_seqs };
+        MemoryPlan::new(
+            &self.model.model,
+            &self.model.gpu,
+            self.model.tensor_parallel,
+            self.memory_utilization,
+            batch,
+            self.activation_reserve_bytes,
+        )
+    }
+
+    /// KV-cache tokens per replica: the override, or [`Self::memory_plan`]'s.
     pub fn kv_capacity_tokens(&self) -> u64 {
-        self.kv_capacity_tokens.unwrap_or_else(|| {
-            self.model.kv_capacity_tokens(self.memory_utilization, self.activation_reserve_gb)
-        })
+        self.kv_capacity_tokens.unwrap_or_else(|| self.memory_plan().kv_tokens)
     }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ServeError {
-    #[error("model {model} does not fit on {tp} x {gpu}: no memory left for KV cache")]
-    ModelDoesNotFit { model: String, gpu: String, tp: u32 },
+    #[error(
+        "model {model} does not fit on {tp} x {gpu}: per GPU, {usable_gib:.2} GiB usable minus {weights_gib:.2} GiB of weights and {activations_gib:.2} GiB of activations leaves {free_gib:.2} GiB for KV cache, less than one {block_tokens}-token block"
+    )]
+    ModelDoesNotFit {
+        model: String,
+        gpu: String,
+        tp: u32,
+        usable_gib: f64,
+        weights_gib: f64,
+        activations_gib: f64,
+        free_gib: f64,
+        block_tokens: u32,
+    },
     #[error("request {request} needs {tokens} tokens of KV, more than the replica's {capacity}")]
     RequestTooLarge { request: usize, tokens: u64, capacity: u64 },
     #[error("no replicas")]
@@ -283,10 +310,16 @@ fn validate(workload: &Workload, config: &ServeConfig) -> Result<u64, ServeError
     }
     let capacity = config.kv_capacity_tokens();
     if capacity < u64::from(config.kv_block_tokens) {
+        let plan = config.memory_plan();
         return Err(ServeError::ModelDoesNotFit {
             model: config.model.model.name.clone(),
             gpu: config.model.gpu.name.to_string(),
             tp: config.model.tensor_parallel,
+            usable_gib: plan.usable_bytes / GIB,
+            weights_gib: plan.weight_bytes / GIB,
+            activations_gib: plan.activation_bytes / GIB,
+            free_gib: plan.kv_bytes / GIB,
+            block_tokens: config.kv_block_tokens,
         });
     }
     // Rounded down to whole blocks; a request's blocks must fit alone.

@@ -54,13 +54,19 @@ pub struct Summary {
     pub max_service_difference: f64,
 }
 
-/// Per-request latencies in ms, and whether each met the SLO.
-struct RequestLatency {
-    ttft_ms: f64,
-    tpot_ms: Option<f64>,
-    e2e_ms: f64,
-    normalized_ms: f64,
-    met_slo: bool,
+/// One finished request's latencies in ms, and whether it met the SLO.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RequestLatency {
+    /// Arrival to first token.
+    pub ttft_ms: f64,
+    /// (E2E - TTFT) / (output tokens - 1): the mean gap between its output tokens;
+    /// None with a single output token.
+    pub tpot_ms: Option<f64>,
+    /// Arrival to last token.
+    pub e2e_ms: f64,
+    /// E2E / output tokens.
+    pub normalized_ms: f64,
+    pub met_slo: bool,
 }
 
 fn request_latency(arrival: Time, first: Time, finish: Time, output_tokens: u32, slo: Slo) -> RequestLatency {
@@ -75,6 +81,23 @@ fn request_latency(arrival: Time, first: Time, finish: Time, output_tokens: u32,
         normalized_ms: e2e_ms / f64::from(output_tokens.max(1)),
         met_slo,
     }
+}
+
+/// Per request of `workload` (same order): its latencies, or None when it did not
+/// finish. The figures [`summarize`] aggregates, for callers that need whole
+/// distributions (CDFs per tenant).
+pub fn request_latencies(workload: &Workload, result: &ServeResult, slo: Slo) -> Vec<Option<RequestLatency>> {
+    workload
+        .requests
+        .iter()
+        .zip(&result.seqs)
+        .map(|(request, seq)| match (seq.first_token, seq.finish) {
+            (Some(first), Some(finish)) => {
+                Some(request_latency(request.arrival, first, finish, request.output_tokens, slo))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 pub fn summarize(workload: &Workload, result: &ServeResult, slo: Slo) -> Summary {
@@ -158,30 +181,62 @@ fn spread(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-fn window_fairness(windows: &[ServiceWindow], weights: &[f64], total_service: &[f64]) -> Fairness {
-    let (mut jain_sum, mut jain_windows) = (0.0, 0_u32);
-    let (mut max_window_difference, mut max_cumulative_difference) = (0.0_f64, 0.0_f64);
+/// VTC's service difference in one window where at least two tenants were backlogged
+/// throughout (service in VTC units, divided by the tenant's weight).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ServiceDifference {
+    /// max - min of service / weight within this window, among its backlogged tenants.
+    pub window: f64,
+    /// max - min of service / weight accumulated over the consecutive windows with this
+    /// window's set of backlogged tenants, up to and including it: the quantity VTC bounds.
+    pub accumulated: f64,
+}
+
+/// Per window (same order as `windows`): the service difference among the tenants
+/// backlogged through it, or None where fewer than two were. The maxima over this
+/// series are the summary's `max_window_service_difference` and `max_service_difference`.
+pub fn service_differences(windows: &[ServiceWindow], weights: &[f64]) -> Vec<Option<ServiceDifference>> {
     let mut run_set: Vec<bool> = Vec::new();
     let mut run_service = vec![0.0; weights.len()];
+    windows
+        .iter()
+        .map(|window| {
+            let members: Vec<usize> = (0..weights.len()).filter(|&t| window.backlogged[t]).collect();
+            if members.len() < 2 {
+                run_set.clear();
+                return None;
+            }
+            let within = spread(members.iter().map(|&t| window.service[t] / weights[t]));
+            if run_set != window.backlogged {
+                run_set = window.backlogged.clone();
+                run_service.iter_mut().for_each(|s| *s = 0.0);
+            }
+            for &t in &members {
+                run_service[t] += window.service[t] / weights[t];
+            }
+            Some(ServiceDifference {
+                window: within,
+                accumulated: spread(members.iter().map(|&t| run_service[t])),
+            })
+        })
+        .collect()
+}
+
+fn window_fairness(windows: &[ServiceWindow], weights: &[f64], total_service: &[f64]) -> Fairness {
+    let (mut jain_sum, mut jain_windows) = (0.0, 0_u32);
     for window in windows {
         let members: Vec<usize> = (0..weights.len()).filter(|&t| window.backlogged[t]).collect();
         if members.len() < 2 {
-            run_set.clear();
             continue;
         }
         let normalized: Vec<f64> = members.iter().map(|&t| window.service[t] / weights[t]).collect();
         jain_sum += jain_index(&normalized);
         jain_windows += 1;
-        max_window_difference = max_window_difference.max(spread(normalized.iter().copied()));
-        if run_set != window.backlogged {
-            run_set = window.backlogged.clone();
-            run_service.iter_mut().for_each(|s| *s = 0.0);
-        }
-        for &t in &members {
-            run_service[t] += window.service[t] / weights[t];
-        }
-        max_cumulative_difference =
-            max_cumulative_difference.max(spread(members.iter().map(|&t| run_service[t])));
+    }
+    let (mut max_window_difference, mut max_cumulative_difference) = (0.0_f64, 0.0_f64);
+    for difference in service_differences(windows, weights).into_iter().flatten() {
+        max_window_difference = max_window_difference.max(difference.window);
+        max_cumulative_difference = max_cumulative_difference.max(difference.accumulated);
     }
     let jain = if jain_windows > 0 {
         jain_sum / f64::from(jain_windows)
@@ -218,5 +273,11 @@ mod tests {
         assert_eq!(fairness.max_cumulative_difference, 6.0);
         let expected = (225.0 / 250.0 + 1.0 + 25.0 / 34.0 + 25.0 / 34.0) / 4.0;
         assert!((fairness.jain - expected).abs() < 1e-12, "{}", fairness.jain);
+        let series = service_differences(&windows, &[1.0, 2.0]);
+        let difference = |window, accumulated| Some(ServiceDifference { window, accumulated });
+        assert_eq!(
+            series,
+            [difference(5.0, 5.0), difference(0.0, 5.0), None, difference(3.0, 3.0), difference(3.0, 6.0)]
+        );
     }
 }

@@ -4,8 +4,8 @@ use cotenant_core::{Span, TenantId, TenantSpec, Time};
 use cotenant_perf::{find_gpu, BatchEntry, ModelShape, Roofline, RooflineParams};
 use cotenant_serve::router::Router;
 use cotenant_serve::scheduler::{
-    sarathi_budget, BatchLimits, DriftConfig, DriftSched, FairServe, Lookahead, Pick, RequestScheduler,
-    SchedCx,
+    largest_chunk_within, BatchLimits, BatchSoFar, DriftConfig, DriftSched, FairServe, Lookahead, Pick,
+    RequestScheduler, Sarathi, SchedCx, MIN_CHUNK_TOKENS,
 };
 use cotenant_serve::state::Seq;
 use cotenant_serve::{Request, RouterKind, Slo, Tier};
@@ -131,15 +131,85 @@ fn fairserve_continues_interactions_before_starting_new_ones() {
     assert_eq!(fair.pick(&situation.cx()), Pick::admit(1));
 }
 
+/// Sarathi's chunk beside 64 decodes at 1,000 tokens of context, Llama-3.1-8B on one
+/// H100, 50 ms TBT target, worked from the roofline constants of crates/perf/src/roofline.rs
+/// (linear compute 20.163 us per token, weight floor 5.556 ms, 52.22 us per decode, LM
+/// head over 64 rows 0.4199 ms, attention 0.75731 ns per t^2/2 unit):
+/// fixed 1 + decodes 64 x 0.05222 = 3.342 + LM head 0.420 = 4.762 ms, leaving 45.238 ms.
+/// c = 2,095: linear 20.163 us x (64 + 2,095) = 43.531 ms, smooth max with the 5.556 ms
+/// floor x 1.000693 = 43.561 ms; the chunk's attention 0.75731 ns x 2,095^2 / 2 = 1.662 ms
+/// (its KV read, 0.109 ms, is below the knee); total 49.986 ms <= 50.
+/// c = 2,096: 50.007 ms > 50. So the chunk is 2,095 tokens; with no decodes it is larger.
 #[test]
-fn sarathi_budget_grows_with_the_tbt_slo() {
+fn sarathi_chunk_for_a_decode_batch_by_hand() {
     let model = model();
-    let budgets: Vec<u32> =
-        [0.03, 0.05, 0.1, 0.2].iter().map(|&slo_s| sarathi_budget(&model, slo_s, 8192)).collect();
-    assert!(budgets.windows(2).all(|pair| pair[0] <= pair[1]), "{budgets:?}");
-    // 4,352 before the roofline gained its element-wise term (docs/experiments/serve-calibration.md).
-    assert_eq!(budgets[2], 4032, "the 100 ms budget of the default roofline");
-    assert_eq!(sarathi_budget(&model, 0.001, 8192), 64, "never below one step");
+    let decodes = vec![BatchEntry { new_tokens: 1, context_tokens: 1000, emits_token: true }; 64];
+    let batch = BatchSoFar::of(&model, &decodes);
+    let chunk = largest_chunk_within(&model, &batch, 0, 6000, 8192, 0.050);
+    assert_eq!(chunk, 2095);
+    let at = |c: u32| batch.with_chunk_s(&model, c, 0, 6000);
+    assert!((at(2095) - 0.049_986).abs() < 2e-6, "{}", at(2095));
+    assert!((at(2096) - 0.050_007).abs() < 2e-6, "{}", at(2096));
+    let alone = largest_chunk_within(&model, &BatchSoFar::default(), 0, 6000, 8192, 0.050);
+    assert!(alone > chunk, "{alone}");
+
+    // Through the scheduler: the same chunk for a waiting request, none when even one
+    // token overshoots, and a minimal chunk on an empty batch so work never stalls.
+    let mut situation = Situation::new(vec![request(0, 100, 6000, 10, 0, 0)], vec![0]);
+    situation.slo = Slo { ttft: Span::from_secs(5), tbt: Span(50_000) };
+    situation.batch = decodes;
+    let mut sarathi = Sarathi::new(BatchLimits::default(), situation.slo);
+    assert_eq!(sarathi.pick(&situation.cx()), Pick::Admit { waiting_index: 0, max_tokens: 2095 });
+    situation.slo.tbt = Span(4_000);
+    let mut tight = Sarathi::new(BatchLimits::default(), situation.slo);
+    assert_eq!(tight.pick(&situation.cx()), Pick::Stop);
+    situation.batch.clear();
+    assert_eq!(tight.pick(&situation.cx()), Pick::Admit { waiting_index: 0, max_tokens: MIN_CHUNK_TOKENS });
+}
+
+/// Invariant: whenever some chunk fits, the chosen chunk's iteration (computed by the
+/// roofline on the whole batch) is within the target and one token more is not (or the
+/// chunk is already the most allowed); when none fits, one token overshoots.
+#[test]
+fn sarathi_chunk_meets_the_target_whenever_one_fits() {
+    let model = model();
+    let mut checked = 0;
+    for decodes in [0_usize, 1, 8, 32, 64, 128, 256] {
+        for context in [100_u32, 1000, 4000] {
+            for (prefill_done, prefill_left) in [(0_u32, 300_u32), (0, 6000), (2048, 3000)] {
+                for target_s in [0.004, 0.010, 0.030, 0.050, 0.100, 0.200] {
+                    let entries =
+                        vec![
+                            BatchEntry { new_tokens: 1, context_tokens: context, emits_token: true };
+                            decodes
+                        ];
+                    let batch = BatchSoFar::of(&model, &entries);
+                    let chunk =
+                        largest_chunk_within(&model, &batch, prefill_done, prefill_left, 8192, target_s);
+                    let with = |c: u32| {
+                        let mut all = entries.clone();
+                        all.push(BatchEntry {
+                            new_tokens: c,
+                            context_tokens: prefill_done,
+                            emits_token: c >= prefill_left,
+                        });
+                        model.iteration_s(&all)
+                    };
+                    if chunk == 0 {
+                        assert!(with(1) > target_s, "{decodes} {context} {target_s}");
+                        continue;
+                    }
+                    let seconds = with(chunk);
+                    let folded = batch.with_chunk_s(&model, chunk, prefill_done, prefill_left);
+                    assert!((seconds - folded).abs() <= 1e-12 * seconds, "{seconds} {folded}");
+                    assert!(seconds <= target_s, "{decodes} {context} {target_s}: {seconds}");
+                    assert!(chunk == prefill_left.min(8192) || with(chunk + 1) > target_s);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "{checked}");
 }
 
 /// With 32 decodes running and a 30 ms TBT SLO, only small chunks keep the iteration

@@ -544,6 +544,8 @@ fn run_serve(args: ServeSweepArgs) -> Result<()> {
         (serve.bench, "--bench"),
         (serve.goodput, "--goodput"),
         (serve.windows, "--windows"),
+        (serve.save.is_some(), "--save"),
+        (serve.report.is_some(), "--report"),
     ] {
         if set {
             bail!("{flag}: not available in a sweep (run `cotenant serve-sim` on one cell for it)");

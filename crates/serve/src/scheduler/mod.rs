@@ -16,7 +16,7 @@ pub use drift::{DriftConfig, DriftSched};
 pub use fairserve::FairServe;
 pub use fcfs::Fcfs;
 pub use lookahead::Lookahead;
-pub use sarathi::{sarathi_budget, Sarathi};
+pub use sarathi::{largest_chunk_within, BatchSoFar, Sarathi, MIN_CHUNK_TOKENS};
 pub use vtc::{Vtc, VtcCounters};
 
 use cotenant_core::{TenantSpec, Time};
@@ -180,11 +180,11 @@ pub struct SchedulerConfig {
 }
 
 /// Builds one scheduler instance (one per replica).
-pub fn build_scheduler(config: &SchedulerConfig, model: &Roofline) -> Box<dyn RequestScheduler> {
+pub fn build_scheduler(config: &SchedulerConfig, _model: &Roofline) -> Box<dyn RequestScheduler> {
     let weights: Vec<f64> = config.tenants.iter().map(|t| t.weight).collect();
     match config.kind {
         SchedulerKind::Fcfs => Box::new(Fcfs::new(config.limits)),
-        SchedulerKind::Sarathi => Box::new(Sarathi::new(config.limits, model, config.slo)),
+        SchedulerKind::Sarathi => Box::new(Sarathi::new(config.limits, config.slo)),
         SchedulerKind::Vtc => Box::new(Vtc::new(config.limits, weights)),
         SchedulerKind::FairServe => Box::new(FairServe::new(config.limits, weights)),
         SchedulerKind::DriftSched => {
