@@ -370,13 +370,9 @@ fn roofline(args: &DeploymentArgs, gpu: GpuSpec) -> Result<Roofline> {
         "roofline" => Ok(roofline),
         other => match other.strip_prefix("profile:") {
             Some(dir) => {
-                let curves = crate::calibrate_cmd::profile_curves(
-                    std::path::Path::new(dir),
-                    &gpu,
-                    &roofline.model,
-                    args.tp,
-                )
-                .context("--latency-model")?;
+                let curves =
+                    crate::calibrate_cmd::profile_curves(Path::new(dir), &gpu, &roofline.model, args.tp)
+                        .context("--latency-model")?;
                 Ok(roofline.with_profile(curves))
             }
             None => bail!("--latency-model: expected `roofline` or `profile:DIR`, got `{other}`"),
