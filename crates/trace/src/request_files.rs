@@ -529,4 +529,22 @@ mod tests {
         let err = align_origins(&mut [&mut a[0].1, &mut b[0].1]).expect_err("too long");
         assert!(err.to_string().starts_with("r.jsonl line 1, field arrival: "), "{err}");
     }
+
+    /// The bundled Azure files merged: conv's first arrival stays at 0 and code's first
+    /// arrival keeps its wall-clock offset (18:17:03.97996 - 18:15:46.68059 = 77.29937 s).
+    #[test]
+    fn bundled_azure_offset_is_kept() {
+        let read = |name: &str| crate::requests::read_azure_csv(&crate::bundled_data_dir().join(name));
+        let (Ok(mut code), Ok(mut conv)) = (read(crate::BUNDLED_AZURE_CODE), read(crate::BUNDLED_AZURE_CONV))
+        else {
+            panic!("the bundled Azure files read");
+        };
+        let (code_last, conv_last) =
+            (code.records.last().map(|r| r.arrival_us), conv.records.last().map(|r| r.arrival_us));
+        align_origins(&mut [&mut code, &mut conv]).expect("aligns");
+        assert_eq!(conv.records[0].arrival_us, 0);
+        assert_eq!(code.records[0].arrival_us, 77_299_370);
+        assert_eq!(code.records.last().map(|r| r.arrival_us), code_last.map(|t| t + 77_299_370));
+        assert_eq!(conv.records.last().map(|r| r.arrival_us), conv_last);
+    }
 }
