@@ -583,7 +583,7 @@ fn requests_workload(specs: &[String]) -> Result<Workload> {
             let trace = noting_skips(trace);
             if tenants.iter().any(|(other, _, clock)| *other == name && *clock != wall_clock) {
                 bail!(
-                    "--requests {text}: tenant `{name}` is in both an Azure CSV (wall-clock time) and a JSONL                      file (its own time 0); give them different tenants"
+                    "--requests {text}: tenant `{name}` is in both an Azure CSV (wall-clock time) and a JSONL file (its own time 0); give them different tenants"
                 );
             }
             tenants.push((name, trace, wall_clock));

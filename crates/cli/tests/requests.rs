@@ -182,3 +182,21 @@ fn errors_name_file_line_and_field() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// An Azure CSV (wall clock) and a JSONL file (its own time 0) cannot share a tenant.
+#[test]
+fn one_tenant_on_two_clocks_is_an_error() {
+    let out = cotenant(&[
+        "serve-sim",
+        "--requests",
+        &format!("web={}", data("code.csv")),
+        "--requests",
+        &format!("web={}", data("mooncake.jsonl")),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("tenant `web` is in both an Azure CSV (wall-clock time) and a JSONL file"),
+        "{}",
+        stderr(&out)
+    );
+}
