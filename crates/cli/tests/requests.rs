@@ -200,3 +200,20 @@ fn one_tenant_on_two_clocks_is_an_error() {
         stderr(&out)
     );
 }
+
+/// The bundled Azure files given as `--requests` replay exactly what `--trace azure`
+/// replays (the same merge, on the same clock).
+#[test]
+fn bundled_azure_files_as_requests_match_the_named_trace() {
+    let dir = cotenant_trace::bundled_data_dir();
+    let code = format!("code={}", dir.join(cotenant_trace::BUNDLED_AZURE_CODE).display());
+    let conv = format!("conv={}", dir.join(cotenant_trace::BUNDLED_AZURE_CONV).display());
+    let runs = |args: &[&str]| -> Value {
+        let out = cotenant(
+            &[&["serve-sim", "--limit", "2000", "--scheduler", "fcfs,vtc", "--json"], args].concat(),
+        );
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        serde_json::from_str::<Value>(&stdout(&out)).expect("json")["runs"].clone()
+    };
+    assert_eq!(runs(&["--requests", &code, "--requests", &conv]), runs(&[]));
+}
