@@ -96,16 +96,16 @@ the size of the gap depends on how wrong the attribution model is:
   our LLMVisor form splits the constant costs (c0, the weight-read floor) equally, which
   is exactly what Shapley does with a cost every coalition pays, and gives each request
   its own attention/KV term; only the smooth-max excess is apportioned approximately
-  (by tokens). Decode errors are then under 3% at p99 and prefill errors 8% at p90.
+  (by tokens). Decode errors are then about 3% at p99 and prefill errors 8% at p90.
 - A miscalibrated attribution model brings the ratios down towards the paper's: at
-  F = 0.1 the proxy's error is about 10x/31x LLMVisor's at prefill p90/p99 and 4.2x at
-  decode p99 (the paper: 2.5x/3.3x and 4.4x); at F = 0.25, 4.6x/17x at prefill and only
+  F = 0.1 the proxy's error is about 9x/23x LLMVisor's at prefill p90/p99 and 4.2x at
+  decode p99 (the paper: 2.5x/3.3x and 4.4x); at F = 0.25, 4.2x/15x at prefill and only
   1.5x at decode p99, where batches with the compute/memory knee in the wrong place
   dominate the tail.
 - The proxy fails the other way: it charges a decode 2 tokens' worth of the batch, but
   a decode's true marginal cost in a memory-bound batch is its KV read plus an equal
   part of the weight read, so in mixed batches decodes are under-charged and prefill
-  chunks over-charged (p99 prefill error ~9x the truth).
+  chunks over-charged (p99 prefill error ~8x the truth).
 
 Where we differ from the paper: our "hardware" is the roofline itself, so there is no
 measurement noise and the fitted model's error is whatever we inject. The paper fits a
@@ -143,8 +143,8 @@ MD
   for the code service (median output 13 tokens), which the per-category correction
   learns within a few dozen requests; our gain is larger than the paper's because our
   prior is less informed than theirs.
-- SJF vs FIFO: with the concurrency cap, median E2E drops by about a fifth and median
-  TTFT by about half, because short code completions no longer wait behind long
+- SJF vs FIFO: with the concurrency cap, median E2E drops by about a quarter and median
+  TTFT by almost half, because short code completions no longer wait behind long
   conversations for a batch slot; p99 gets worse (long requests wait longer), the usual
   SJF trade. The paper's 42% median gain is larger: its gain comes from a queue in front
   of a server that runs few requests at a time, while continuous batching with hundreds

@@ -25,6 +25,7 @@ use cotenant_serve::synthetic::{expected_requests_bound, generate, SyntheticTena
 use cotenant_serve::{
     simulate, summarize, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Summary, Workload,
 };
+use cotenant_trace::request_files::{align_origins, read_request_file, RequestFormat, RequestSpec};
 use cotenant_trace::requests::{read_azure_csv, read_mooncake_jsonl, RequestTrace};
 use cotenant_trace::{bundled_data_dir, traces_dir, BUNDLED_AZURE_CODE, BUNDLED_AZURE_CONV};
 use serde_json::Value;
@@ -117,6 +118,12 @@ pub struct ServeWorkloadArgs {
     /// (needs --tenant). Azure is read from the bundled data/ copy; Mooncake from --traces-dir.
     #[arg(long, default_value = "azure")]
     pub trace: String,
+    /// Your own requests instead of --trace, repeatable: [TENANT=][KIND:]PATH, KIND azure
+    /// (CSV), mooncake (JSONL) or cotenant (JSONL; see docs/serving.md), detected from the
+    /// content when left out; plain or .gz. Each file is a tenant (named TENANT, else the
+    /// file name), or cotenant JSONL names tenants per row.
+    #[arg(long = "requests", value_name = "[TENANT=][KIND:]PATH", conflicts_with_all = ["trace", "tenants"])]
+    pub requests: Vec<String>,
     /// Where the full trace collection lives (default $COTENANT_TRACES, else ../shared/traces).
     #[arg(long, value_name = "DIR")]
     pub traces_dir: Option<PathBuf>,
@@ -506,10 +513,13 @@ fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -
 /// --limit, --rate-scale and --weight.
 pub fn load_workload(args: &ServeWorkloadArgs) -> Result<Workload> {
     let mut workload = match args.trace.as_str() {
-        "azure" => named(
-            Workload::from_traces(&[("code", &azure("code")?), ("conv", &azure("conv")?)]),
-            "Azure LLM 2023 code + conv",
-        ),
+        _ if !args.requests.is_empty() => requests_workload(&args.requests)?,
+        "azure" => {
+            let (mut code, mut conv) = (azure("code")?, azure("conv")?);
+            // One clock for both services: their offset is part of the trace.
+            align_origins(&mut [&mut code, &mut conv])?;
+            named(Workload::from_traces(&[("code", &code), ("conv", &conv)]), "Azure LLM 2023 code + conv")
+        }
         "azure-code" => named(Workload::from_traces(&[("code", &azure("code")?)]), "Azure LLM 2023 code"),
         "azure-conv" => named(Workload::from_traces(&[("conv", &azure("conv")?)]), "Azure LLM 2023 conv"),
         "mooncake" => {
@@ -569,6 +579,53 @@ pub fn load_workload(args: &ServeWorkloadArgs) -> Result<Workload> {
         bail!("the workload has no requests");
     }
     Ok(workload)
+}
+
+/// The workload of `--requests` files: each file read (its format named or detected,
+/// which is said on stderr), tenants of the same name merged, and every file put on one
+/// clock by [`align_origins`] (Azure files on wall-clock time, JSONL files on their own
+/// time 0; when both kinds are given, each kind starts at 0).
+fn requests_workload(specs: &[String]) -> Result<Workload> {
+    let mut tenants: Vec<(String, RequestTrace, bool)> = Vec::new();
+    let mut names = Vec::new();
+    for text in specs {
+        let spec = RequestSpec::parse(text).map_err(|e| anyhow::anyhow!("--requests {text}: {e}"))?;
+        let file = read_request_file(&spec)?;
+        let path = spec.path.display();
+        if file.detected {
+            eprintln!("note: {path}: detected format {}", file.format.name());
+        }
+        names.push(format!("{path} ({})", file.format.name()));
+        let wall_clock = file.format == RequestFormat::Azure;
+        for (name, trace) in file.tenants {
+            let trace = noting_skips(trace);
+            if tenants.iter().any(|(other, _, clock)| *other == name && *clock != wall_clock) {
+                bail!(
+                    "--requests {text}: tenant `{name}` is in both an Azure CSV (wall-clock time) and a JSONL file (its own time 0); give them different tenants"
+                );
+            }
+            tenants.push((name, trace, wall_clock));
+        }
+    }
+    for wall_clock in [true, false] {
+        let mut group: Vec<&mut RequestTrace> =
+            tenants.iter_mut().filter(|(_, _, clock)| *clock == wall_clock).map(|(_, t, _)| t).collect();
+        align_origins(&mut group)?;
+    }
+    // Tenants of the same name (from several files) become one, in order of first appearance.
+    let mut merged: Vec<(String, RequestTrace)> = Vec::new();
+    for (name, trace, _) in tenants {
+        match merged.iter_mut().find(|(other, _)| *other == name) {
+            Some((_, into)) => {
+                into.records.extend(trace.records);
+                into.records.sort_by_key(|r| r.arrival_us);
+                into.block_tokens = into.block_tokens.max(trace.block_tokens);
+            }
+            None => merged.push((name, trace)),
+        }
+    }
+    let pairs: Vec<(&str, &RequestTrace)> = merged.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    Ok(named(Workload::from_traces(&pairs), &names.join(" + ")))
 }
 
 fn named(mut workload: Workload, name: &str) -> Workload {

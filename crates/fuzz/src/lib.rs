@@ -35,6 +35,7 @@ use cotenant_core::limits::{
     MAX_JOB_DURATION, MAX_JOB_STEPS, MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS, MAX_REQUEST_SPAN,
 };
 use cotenant_core::{ClusterSpec, Span};
+use cotenant_trace::request_files::parse_request_bytes;
 use cotenant_trace::requests::{parse_azure_csv, parse_mooncake_jsonl, RequestTrace};
 use cotenant_trace::{parse_openb_nodes, parse_trace, Slice, TraceKind, Workload};
 use rand::{Rng, SeedableRng};
@@ -51,6 +52,8 @@ pub enum Entry {
     Azure,
     /// `requests::parse_mooncake_jsonl`.
     Mooncake,
+    /// `request_files::parse_request_bytes` with the format detected (cotenant JSONL seeds).
+    CotenantRequests,
     /// `parse_cluster_toml` or, for a one-line input, `parse_cluster_inline`.
     ClusterConfig,
     /// `accounts::parse_tenant_config`.
@@ -167,6 +170,12 @@ pub fn targets(data: &Path) -> Vec<Target> {
             seeds: with(Vec::new(), MOONCAKE_HAND),
         },
         Target {
+            name: "cotenant_requests",
+            file_name: "requests.jsonl",
+            entry: Entry::CotenantRequests,
+            seeds: with(Vec::new(), COTENANT_REQUESTS_HAND),
+        },
+        Target {
             name: "cluster_config",
             file_name: "cluster.toml",
             entry: Entry::ClusterConfig,
@@ -277,6 +286,13 @@ const MOONCAKE_HAND: &[&str] =
     &["{\"timestamp\": 0, \"input_length\": 6758, \"output_length\": 500, \"hash_ids\": [0, 1, 2, 3]}\n\
      {\"timestamp\": 27482, \"input_length\": 7322, \"output_length\": 490, \"hash_ids\": [0, 14]}\n\n\
      {\"timestamp\": 30535.5, \"input_length\": 1, \"output_length\": 0}\n"];
+const COTENANT_REQUESTS_HAND: &[&str] = &[
+    "{\"arrival_s\": 100.0, \"prompt_tokens\": 900, \"output_tokens\": 30, \"tenant\": \"chat\"}\n\
+     {\"arrival_s\": 100.5, \"prompt_tokens\": 4000, \"output_tokens\": 200, \"tenant\": \"batch\"}\n\n\
+     {\"arrival_s\": 101.25, \"prompt_tokens\": 700, \"output_tokens\": 0, \"tenant\": \"chat\"}\n\
+     {\"arrival_s\": 102, \"prompt_tokens\": 650, \"output_tokens\": 25, \"hash_ids\": [11, 12], \"block_tokens\": 16}\n",
+    "{\"arrival_s\": 0, \"prompt_tokens\": 1, \"output_tokens\": 1, \"tenant\": null, \"hash_ids\": null}",
+];
 const CLUSTER_HAND: &[&str] = &[
     "nodes=60,gpus-per-node=8,gpu=v100,cpus=48,mem-gib=512",
     "v100=16,k80=4,gpus-per-node=4",
@@ -380,6 +396,10 @@ fn call(entry: Entry, file_name: &str, path: &Path, input: &[u8]) -> Outcome {
             }
             Entry::Azure => Ok(check_requests(&parse_azure_csv(input, file_name)?)),
             Entry::Mooncake => Ok(check_requests(&parse_mooncake_jsonl(input, file_name)?)),
+            Entry::CotenantRequests => {
+                let file = parse_request_bytes(input.to_vec(), file_name, None, "requests")?;
+                Ok(file.tenants.iter().flat_map(|(_, trace)| check_requests(trace)).collect())
+            }
             Entry::ClusterConfig => {
                 let text = String::from_utf8_lossy(input);
                 if is_toml(input) {

@@ -994,6 +994,7 @@ mod tests {
             records: vec![record(0, 10, 5), record(5, 100, 1), record(12, 1000, 20), record(30, 64, 65)],
             block_tokens: 0,
             skipped: Vec::new(),
+            origin_us: 0,
         };
         let a = analyze_requests(&trace, Some(10_000_000)).expect("analyzes");
         assert_eq!((a.requests, a.span_s, a.mean_rate_per_s), (4, 30.0, 4.0 / 30.0));

@@ -252,4 +252,5 @@ fn workspace_root() -> PathBuf {
 pub mod accounts;
 pub mod analyze;
 pub mod gavel_throughputs;
+pub mod request_files;
 pub mod requests;

@@ -44,6 +44,10 @@ pub struct RequestTrace {
     pub block_tokens: u32,
     /// Rows skipped on purpose (0 prompt or 0 output tokens), grouped by reason, with counts.
     pub skipped: Vec<SkipCount>,
+    /// The file's own clock at arrival 0, in microseconds (since 1970 for Azure, since
+    /// the trace's time 0 for Mooncake and cotenant JSONL): what [`align_origins`] uses
+    /// to keep the offsets between files that are merged.
+    pub origin_us: u64,
 }
 
 /// Reading a request trace failed. Every message names the file and, for a bad
@@ -114,7 +118,7 @@ fn azure_from_bytes(bytes: Vec<u8>, file: &str) -> Result<RequestTrace, RequestT
         // Both are within [MIN_UNIX_SECONDS, MAX_UNIX_SECONDS]: no overflow.
         record.arrival_us = time_us.saturating_sub(first_us);
     }
-    finish(file, records, 0, skips, "TIMESTAMP")
+    finish(file, records, 0, skips, "TIMESTAMP", first_us)
 }
 
 /// An Azure `TIMESTAMP` as microseconds since 1970, within the limits.
@@ -265,7 +269,7 @@ fn mooncake_from_bytes(bytes: Vec<u8>, file: &str) -> Result<RequestTrace, Reque
     for record in &mut records {
         record.arrival_us -= first_us;
     }
-    finish(file, records, MOONCAKE_BLOCK_TOKENS, skips, "timestamp")
+    finish(file, records, MOONCAKE_BLOCK_TOKENS, skips, "timestamp", first_us)
 }
 
 /// serde_json's reason without its "at line 1 column N" (always line 1 of one row).
@@ -285,6 +289,7 @@ fn finish(
     block_tokens: u32,
     skips: Skips,
     arrival_field: &str,
+    origin_us: u64,
 ) -> Result<RequestTrace, RequestTraceError> {
     records.sort_by_key(|r| r.arrival_us);
     if let (Some(first), Some(last)) = (records.first(), records.last()) {
@@ -307,7 +312,13 @@ fn finish(
             .into());
         }
     }
-    Ok(RequestTrace { source: file.to_string(), records, block_tokens, skipped: skips.into_counts() })
+    Ok(RequestTrace {
+        source: file.to_string(),
+        records,
+        block_tokens,
+        skipped: skips.into_counts(),
+        origin_us,
+    })
 }
 
 /// `YYYY-MM-DD HH:MM:SS[.fffffff]` (no time zone; also `T` between date and time)
