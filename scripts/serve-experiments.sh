@@ -174,7 +174,7 @@ MD
 ## Reading
 
 Direction reproduced: at equal load Sarathi's p99 TBT stays within its target (100 ms,
-and 50 ms in the last run), while vLLM's reaches ~185-190 ms because a decode that
+and 50 ms in the last run), while vLLM's reaches ~199-209 ms because a decode that
 shares an iteration with an 8,192-token prefill chunk waits for all of it. The median
 TBT is the same (pure-decode iterations dominate), and TTFT gets somewhat worse under
 Sarathi (long prompts take more, smaller chunks): the stall-free trade the paper
