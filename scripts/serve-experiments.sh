@@ -312,10 +312,10 @@ MD
 
 H100 and H200 need the same count here: they have the same compute peak, and the
 H200's extra bandwidth and memory do not change how many replicas this load needs
-(they would at a finer rate step or a tighter TPOT). A100-80G needs more than twice as many. On the large
-GPUs TP 2 costs GPUs (the all-reduces and the replica's lower parallelism outweigh the
-halved weight reads for a model this small). On L4 (24 GiB, 0.3 TB/s) it is the other
-way round, 32 GPUs at TP 2 against 55 at TP 1: the weights take 15 of the 24 GiB, so
+(they would at a finer rate step or a tighter TPOT). A100-80G needs more than twice as many. On H100 and
+H200 TP 2 costs GPUs (the all-reduces and the replica's lower parallelism outweigh the
+halved weight reads for a model this small); on A100-80G it breaks even. On L4 (24 GiB, 0.3 TB/s) it is the other
+way round, 36 GPUs at TP 2 against 62 at TP 1: the weights take 15 of the 24 GiB, so
 splitting them across two GPUs multiplies the KV memory each replica can batch into.
 MD
 }

@@ -362,12 +362,19 @@ fn resolve_gpu(name: &str) -> Result<GpuSpec> {
     find_gpu(name).copied().with_context(|| format!("--gpu: unknown GPU `{name}` (known: {})", known()))
 }
 
-fn roofline(args: &DeploymentArgs, gpu: GpuSpec) -> Result<Roofline> {
-    let model = ModelShape::parse(&args.model).context("--model")?;
-    let mut params = RooflineParams::for_gpu(gpu.name, args.tp);
+/// The roofline parameters for `gpu` at `tp`: the GPU's fitted ones
+/// (`RooflineParams::for_gpu`), with `--eta-compute`, `--eta-memory` and `--c0-ms` over them.
+fn roofline_params(args: &DeploymentArgs, gpu: &GpuSpec, tp: u32) -> RooflineParams {
+    let mut params = RooflineParams::for_gpu(gpu.name, tp);
     params.compute_efficiency = args.eta_compute.unwrap_or(params.compute_efficiency);
     params.memory_efficiency = args.eta_memory.unwrap_or(params.memory_efficiency);
     params.fixed_s = args.c0_ms.map_or(params.fixed_s, |ms| ms / 1e3);
+    params
+}
+
+fn roofline(args: &DeploymentArgs, gpu: GpuSpec) -> Result<Roofline> {
+    let model = ModelShape::parse(&args.model).context("--model")?;
+    let params = roofline_params(args, &gpu, args.tp);
     if !(params.compute_efficiency > 0.0 && params.memory_efficiency > 0.0 && params.fixed_s >= 0.0) {
         bail!("--eta-compute and --eta-memory must be > 0 and --c0-ms >= 0");
     }
@@ -772,7 +779,8 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
             Ok(tp)
         })
         .collect::<Result<Vec<_>>>()?;
-    let rows = plan_serve(&workload, &base, &gpus, &tps, args.target, args.max_replicas);
+    let params = |gpu: &GpuSpec, tp: u32| roofline_params(&args.deployment, gpu, tp);
+    let rows = plan_serve(&workload, &base, &gpus, &tps, &params, args.target, args.max_replicas);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&plan_json(&workload, args.target, &rows))?);
     } else {

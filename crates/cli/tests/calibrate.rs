@@ -129,3 +129,44 @@ fn calibrate_runs_on_a_tiny_profile_and_reports_bad_rows() {
         stderr(&out)
     );
 }
+
+/// `plan serve` times each candidate GPU with that GPU's own fitted parameters: the A100
+/// row is the same whichever GPU `--gpu` names. (Before, every candidate took the
+/// `--gpu` GPU's parameters, and with `--gpu H100-SXM` the A100 needed 4 replicas at
+/// 96.6% instead of 5.)
+#[test]
+fn plan_serve_times_each_candidate_gpu_with_its_own_parameters() {
+    let rows = |base: &str| -> Vec<(String, u64, f64)> {
+        let out = cotenant(&[
+            "plan",
+            "serve",
+            "--trace",
+            "azure-conv",
+            "--limit",
+            "3000",
+            "--rate",
+            "30",
+            "--gpu",
+            base,
+            "--gpus",
+            "A100-80G,H100-SXM",
+            "--tp-options",
+            "1",
+            "--json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        value["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let gpu = r["gpu"].as_str().unwrap().to_string();
+                (gpu, r["replicas"].as_u64().unwrap(), r["attainment"].as_f64().unwrap())
+            })
+            .collect()
+    };
+    let from_a100 = rows("A100-80G");
+    assert_eq!(from_a100.len(), 2, "{from_a100:?}");
+    assert_eq!(from_a100, rows("H100-SXM"));
+}

@@ -2,7 +2,7 @@
 
 use cotenant_core::limits::MAX_SHARE_WINDOWS;
 use cotenant_core::Span;
-use cotenant_perf::{GpuSpec, Roofline};
+use cotenant_perf::{GpuSpec, Roofline, RooflineParams};
 
 use crate::request::Workload;
 use crate::sim::{simulate, ServeConfig, ServeError};
@@ -101,12 +101,15 @@ pub struct PlanRow {
 }
 
 /// For each GPU type and tensor-parallel degree the model fits on, the fewest replicas
-/// (up to `max_replicas`) whose attainment reaches `target`; sorted by GPU count.
+/// (up to `max_replicas`) whose attainment reaches `target`; sorted by GPU count. Each
+/// candidate's roofline takes its parameters from `params(gpu, tp)` (the GPU's own
+/// fitted parameters, with the caller's overrides), not from `base`'s GPU.
 pub fn plan_serve(
     workload: &Workload,
     base: &ServeConfig,
     gpus: &[GpuSpec],
     tensor_parallel: &[u32],
+    params: &dyn Fn(&GpuSpec, u32) -> RooflineParams,
     target: f64,
     max_replicas: u32,
 ) -> Vec<PlanRow> {
@@ -114,7 +117,7 @@ pub fn plan_serve(
     for gpu in gpus {
         for &tp in tensor_parallel {
             let mut config = with_windows_for(base, workload);
-            config.model = Roofline::new(base.model.model.clone(), *gpu, tp, base.model.params);
+            config.model = Roofline::new(base.model.model.clone(), *gpu, tp, params(gpu, tp));
             if let Some(row) = fewest_replicas(workload, &mut config, target, max_replicas) {
                 rows.push(PlanRow {
                     gpu: gpu.name,
