@@ -22,11 +22,10 @@ use serde_json::Value;
 
 use crate::error::TraceError;
 use crate::requests::{
-    parse_azure_csv, parse_mooncake_jsonl, RequestRecord, RequestTrace, RequestTraceError,
-    MOONCAKE_BLOCK_TOKENS, SKIP_ZERO_OUTPUT, SKIP_ZERO_PROMPT,
+    parse_azure_csv, parse_mooncake_jsonl, JsonLine, RequestRecord, RequestTrace, RequestTraceError, Skips,
+    MOONCAKE_BLOCK_TOKENS,
 };
-use crate::text::{data_lines, decode_utf8, describe_span, read_bytes, Row};
-use crate::SkipCount;
+use crate::text::{data_lines, decode_utf8, describe_span, read_bytes};
 
 /// The request file formats `--requests` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,28 +218,14 @@ pub fn parse_cotenant_jsonl(
     let text = decode_utf8(file, bytes)?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let mut tenants: Vec<(String, Vec<RequestRecord>)> = Vec::new();
-    let (mut zero_prompt, mut zero_output) = (0_u64, 0_u64);
+    let mut skips = Skips::default();
     let mut block_tokens: Option<(u64, u64)> = None;
-    let limit_s = MAX_REQUEST_SPAN.as_secs_f64();
     for (line, content) in data_lines(text) {
         if content.trim().is_empty() {
             continue;
         }
-        let row = Row::headerless(file, line, Vec::new(), &COTENANT_FIELDS);
-        let value: Value = serde_json::from_str(content).map_err(|err| TraceError::Row {
-            file: file.to_string(),
-            line,
-            message: format!("not a JSON object: {}", json_reason(&err)),
-        })?;
-        let Value::Object(object) = value else {
-            return Err(TraceError::Row {
-                file: file.to_string(),
-                line,
-                message: "expected a JSON object".into(),
-            }
-            .into());
-        };
-        if let Some(key) = object.keys().find(|k| !COTENANT_FIELDS.contains(&k.as_str())) {
+        let row = JsonLine::parse(file, line, content, &COTENANT_FIELDS)?;
+        if let Some(key) = row.object.keys().find(|k| !COTENANT_FIELDS.contains(&k.as_str())) {
             return Err(TraceError::Field {
                 file: file.to_string(),
                 line,
@@ -249,49 +234,11 @@ pub fn parse_cotenant_jsonl(
             }
             .into());
         }
-        let number = |column: usize| -> Result<&serde_json::Number, TraceError> {
-            match object.get(COTENANT_FIELDS[column]) {
-                Some(Value::Number(n)) => Ok(n),
-                Some(other) => Err(row.error(column, format!("expected a number, got {other}"))),
-                None => Err(row.error(column, "missing")),
-            }
-        };
-        let arrival_s = number(0)?.as_f64().unwrap_or(f64::NAN);
-        if !(arrival_s.is_finite() && arrival_s >= 0.0) {
-            return Err(row
-                .error(0, format!("must be a non-negative number of seconds, got {}", number(0)?))
-                .into());
-        }
-        if arrival_s > limit_s {
-            return Err(row
-                .error(
-                    0,
-                    format!(
-                        "{} s exceeds the limit of {} (core::limits::MAX_REQUEST_SPAN)",
-                        number(0)?,
-                        describe_span(MAX_REQUEST_SPAN)
-                    ),
-                )
-                .into());
-        }
-        let count = |column: usize, limit: u64, name: &str| -> Result<u32, TraceError> {
-            let n = number(column)?;
-            let value = n
-                .as_u64()
-                .ok_or_else(|| row.error(column, format!("expected a non-negative integer, got {n}")))?;
-            if value > limit {
-                return Err(row.error(
-                    column,
-                    format!("{value} tokens exceeds the limit of {limit} (core::limits::{name})"),
-                ));
-            }
-            // limit < 2^32.
-            Ok(value as u32)
-        };
-        let prompt_tokens = count(1, MAX_PROMPT_TOKENS, "MAX_PROMPT_TOKENS")?;
-        let output_tokens = count(2, MAX_OUTPUT_TOKENS, "MAX_OUTPUT_TOKENS")?;
-        let tenant = match object.get("tenant") {
-            None | Some(Value::Null) => default_tenant,
+        let arrival_s = row.arrival(0, 1.0, "seconds")?;
+        let prompt_tokens = row.count(1, MAX_PROMPT_TOKENS, "MAX_PROMPT_TOKENS")?;
+        let output_tokens = row.count(2, MAX_OUTPUT_TOKENS, "MAX_OUTPUT_TOKENS")?;
+        let tenant = match row.get(3) {
+            None => default_tenant,
             Some(Value::String(name)) if is_name(name) && name.len() <= MAX_TENANT_NAME => name.as_str(),
             Some(other) => {
                 return Err(row
@@ -304,19 +251,9 @@ pub fn parse_cotenant_jsonl(
                     .into())
             }
         };
-        let prefix_hashes = match object.get("hash_ids") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|item| {
-                    item.as_u64()
-                        .ok_or_else(|| row.error(4, format!("expected non-negative integers, got {item}")))
-                })
-                .collect::<Result<Vec<u64>, TraceError>>()?,
-            Some(other) => return Err(row.error(4, format!("expected an array, got {other}")).into()),
-        };
-        if object.get("block_tokens").is_some_and(|v| !v.is_null()) {
-            let n = number(5)?;
+        let prefix_hashes = row.hashes(4)?;
+        if row.get(5).is_some() {
+            let n = row.number(5)?;
             let value = n.as_u64().filter(|v| (1..=MAX_BLOCK_TOKENS).contains(v)).ok_or_else(|| {
                 row.error(5, format!("expected an integer from 1 to {MAX_BLOCK_TOKENS}, got {n}"))
             })?;
@@ -333,12 +270,7 @@ pub fn parse_cotenant_jsonl(
                 None => block_tokens = Some((value, line)),
             }
         }
-        if output_tokens == 0 {
-            zero_output += 1;
-            continue;
-        }
-        if prompt_tokens == 0 {
-            zero_prompt += 1;
+        if skips.zero_tokens(prompt_tokens, output_tokens) {
             continue;
         }
         let record = RequestRecord {
@@ -358,11 +290,7 @@ pub fn parse_cotenant_jsonl(
         return Err(RequestTraceError::Empty { file: file.to_string() });
     }
     let block = block_tokens.map_or(MOONCAKE_BLOCK_TOKENS, |(b, _)| b as u32);
-    let mut skipped: Vec<SkipCount> = [(SKIP_ZERO_OUTPUT, zero_output), (SKIP_ZERO_PROMPT, zero_prompt)]
-        .into_iter()
-        .filter(|&(_, rows)| rows > 0)
-        .map(|(reason, rows)| SkipCount { reason: reason.to_string(), rows })
-        .collect();
+    let mut skipped = skips.into_counts();
     let mut traces = Vec::with_capacity(tenants.len());
     for (name, mut records) in tenants {
         records.sort_by_key(|r| r.arrival_us);
@@ -382,15 +310,6 @@ pub fn parse_cotenant_jsonl(
         traces.push((name, trace));
     }
     Ok(traces)
-}
-
-/// serde_json's reason without its "at line 1 column N" (always line 1 of one row).
-fn json_reason(err: &serde_json::Error) -> String {
-    let text = err.to_string();
-    match text.rsplit_once(" at line ") {
-        Some((reason, _)) => format!("{reason} (column {})", err.column()),
-        None => text,
-    }
 }
 
 /// Puts traces read from different files (or tenants) on one clock: each is shifted by
@@ -431,6 +350,7 @@ pub fn align_origins(traces: &mut [&mut RequestTrace]) -> Result<(), RequestTrac
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::requests::SKIP_ZERO_OUTPUT;
 
     fn cotenant(text: &str) -> Result<Vec<(String, RequestTrace)>, RequestTraceError> {
         parse_cotenant_jsonl(text.as_bytes().to_vec(), "r.jsonl", "r")

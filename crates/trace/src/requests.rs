@@ -146,14 +146,14 @@ fn tokens(row: &Row<'_>, column: usize, limit: u64, name: &str) -> Result<u32, T
 
 /// Counts of rows skipped for zero token counts.
 #[derive(Debug, Default)]
-struct Skips {
+pub(crate) struct Skips {
     zero_prompt: u64,
     zero_output: u64,
 }
 
 impl Skips {
     /// Whether a row with these counts is skipped (and counts it).
-    fn zero_tokens(&mut self, prompt: u32, output: u32) -> bool {
+    pub(crate) fn zero_tokens(&mut self, prompt: u32, output: u32) -> bool {
         if output == 0 {
             self.zero_output += 1;
             true
@@ -165,7 +165,7 @@ impl Skips {
         }
     }
 
-    fn into_counts(self) -> Vec<SkipCount> {
+    pub(crate) fn into_counts(self) -> Vec<SkipCount> {
         [(SKIP_ZERO_OUTPUT, self.zero_output), (SKIP_ZERO_PROMPT, self.zero_prompt)]
             .into_iter()
             .filter(|&(_, rows)| rows > 0)
@@ -186,72 +186,11 @@ fn mooncake_from_bytes(bytes: Vec<u8>, file: &str) -> Result<RequestTrace, Reque
     let mut records = Vec::new();
     let mut skips = Skips::default();
     for (line, content) in crate::text::data_lines(&text) {
-        let row = Row::headerless(file, line, Vec::new(), &MOONCAKE_FIELDS);
-        let value: Value = serde_json::from_str(content).map_err(|err| TraceError::Row {
-            file: file.to_string(),
-            line,
-            message: format!("not a JSON object: {}", json_reason(&err)),
-        })?;
-        let Value::Object(object) = value else {
-            return Err(TraceError::Row {
-                file: file.to_string(),
-                line,
-                message: "expected a JSON object".to_string(),
-            }
-            .into());
-        };
-        let number = |column: usize| -> Result<&serde_json::Number, TraceError> {
-            match object.get(MOONCAKE_FIELDS[column]) {
-                Some(Value::Number(n)) => Ok(n),
-                Some(other) => Err(row.error(column, format!("expected a number, got {other}"))),
-                None => Err(row.error(column, "missing")),
-            }
-        };
-        let timestamp_ms = number(0)?.as_f64().unwrap_or(f64::NAN);
-        if !(timestamp_ms.is_finite() && timestamp_ms >= 0.0) {
-            return Err(row
-                .error(0, format!("must be a non-negative number of ms, got {}", number(0)?))
-                .into());
-        }
-        let limit_ms = MAX_REQUEST_SPAN.as_secs_f64() * 1e3;
-        if timestamp_ms > limit_ms {
-            return Err(row
-                .error(
-                    0,
-                    format!(
-                        "{} ms exceeds the limit of {} from the trace's time 0 (core::limits::MAX_REQUEST_SPAN)",
-                        number(0)?,
-                        describe_span(MAX_REQUEST_SPAN)
-                    ),
-                )
-                .into());
-        }
-        let count = |column: usize, limit: u64, name: &str| -> Result<u32, TraceError> {
-            let n = number(column)?;
-            let value = n
-                .as_u64()
-                .ok_or_else(|| row.error(column, format!("expected a non-negative integer, got {n}")))?;
-            if value > limit {
-                return Err(row.error(
-                    column,
-                    format!("{value} tokens exceeds the limit of {limit} (core::limits::{name})"),
-                ));
-            }
-            Ok(value as u32)
-        };
-        let prompt_tokens = count(1, MAX_PROMPT_TOKENS, "MAX_PROMPT_TOKENS")?;
-        let output_tokens = count(2, MAX_OUTPUT_TOKENS, "MAX_OUTPUT_TOKENS")?;
-        let prefix_hashes = match object.get("hash_ids") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|item| {
-                    item.as_u64()
-                        .ok_or_else(|| row.error(3, format!("expected non-negative integers, got {item}")))
-                })
-                .collect::<Result<Vec<u64>, TraceError>>()?,
-            Some(other) => return Err(row.error(3, format!("expected an array, got {other}")).into()),
-        };
+        let row = JsonLine::parse(file, line, content, &MOONCAKE_FIELDS)?;
+        let timestamp_ms = row.arrival(0, 1e3, "ms")?;
+        let prompt_tokens = row.count(1, MAX_PROMPT_TOKENS, "MAX_PROMPT_TOKENS")?;
+        let output_tokens = row.count(2, MAX_OUTPUT_TOKENS, "MAX_OUTPUT_TOKENS")?;
+        let prefix_hashes = row.hashes(3)?;
         if skips.zero_tokens(prompt_tokens, output_tokens) {
             continue;
         }
@@ -270,6 +209,109 @@ fn mooncake_from_bytes(bytes: Vec<u8>, file: &str) -> Result<RequestTrace, Reque
         record.arrival_us -= first_us;
     }
     finish(file, records, MOONCAKE_BLOCK_TOKENS, skips, "timestamp", first_us)
+}
+
+/// One JSONL line read as an object, with the field names its errors use: the row
+/// reading that the Mooncake and cotenant JSONL readers share.
+pub(crate) struct JsonLine<'a> {
+    row: Row<'a>,
+    pub object: serde_json::Map<String, Value>,
+    names: &'a [&'a str],
+}
+
+impl<'a> JsonLine<'a> {
+    /// Parses `content` (line `line` of `file`) as one JSON object.
+    pub(crate) fn parse(
+        file: &'a str,
+        line: u64,
+        content: &str,
+        names: &'a [&'a str],
+    ) -> Result<Self, TraceError> {
+        let value: Value = serde_json::from_str(content).map_err(|err| TraceError::Row {
+            file: file.to_string(),
+            line,
+            message: format!("not a JSON object: {}", json_reason(&err)),
+        })?;
+        let Value::Object(object) = value else {
+            return Err(TraceError::Row {
+                file: file.to_string(),
+                line,
+                message: "expected a JSON object".into(),
+            });
+        };
+        Ok(JsonLine { row: Row::headerless(file, line, Vec::new(), names), object, names })
+    }
+
+    /// An error in field `column` of this line.
+    pub(crate) fn error(&self, column: usize, message: impl Into<String>) -> TraceError {
+        self.row.error(column, message)
+    }
+
+    /// Field `column`, present and not null.
+    pub(crate) fn get(&self, column: usize) -> Option<&Value> {
+        self.object.get(self.names[column]).filter(|v| !v.is_null())
+    }
+
+    /// Field `column` as a JSON number.
+    pub(crate) fn number(&self, column: usize) -> Result<&serde_json::Number, TraceError> {
+        match self.object.get(self.names[column]) {
+            Some(Value::Number(n)) => Ok(n),
+            Some(other) => Err(self.error(column, format!("expected a number, got {other}"))),
+            None => Err(self.error(column, "missing")),
+        }
+    }
+
+    /// Field `column` as an arrival time in `unit` (`per_second` of them a second):
+    /// non-negative and within `MAX_REQUEST_SPAN` of time 0.
+    pub(crate) fn arrival(&self, column: usize, per_second: f64, unit: &str) -> Result<f64, TraceError> {
+        let n = self.number(column)?;
+        let value = n.as_f64().unwrap_or(f64::NAN);
+        if !(value.is_finite() && value >= 0.0) {
+            return Err(self.error(column, format!("must be a non-negative number of {unit}, got {n}")));
+        }
+        if value > MAX_REQUEST_SPAN.as_secs_f64() * per_second {
+            return Err(self.error(
+                column,
+                format!(
+                    "{n} {unit} exceeds the limit of {} from the trace's time 0 (core::limits::MAX_REQUEST_SPAN)",
+                    describe_span(MAX_REQUEST_SPAN)
+                ),
+            ));
+        }
+        Ok(value)
+    }
+
+    /// Field `column` as a token count of at most `limit` (`core::limits::{name}`).
+    pub(crate) fn count(&self, column: usize, limit: u64, name: &str) -> Result<u32, TraceError> {
+        let n = self.number(column)?;
+        let value = n
+            .as_u64()
+            .ok_or_else(|| self.error(column, format!("expected a non-negative integer, got {n}")))?;
+        if value > limit {
+            return Err(self.error(
+                column,
+                format!("{value} tokens exceeds the limit of {limit} (core::limits::{name})"),
+            ));
+        }
+        // limit < 2^32, checked by a test.
+        Ok(value as u32)
+    }
+
+    /// Field `column` as prefix-block hashes (absent or null: none).
+    pub(crate) fn hashes(&self, column: usize) -> Result<Vec<u64>, TraceError> {
+        match self.get(column) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    item.as_u64().ok_or_else(|| {
+                        self.error(column, format!("expected non-negative integers, got {item}"))
+                    })
+                })
+                .collect(),
+            Some(other) => Err(self.error(column, format!("expected an array, got {other}"))),
+        }
+    }
 }
 
 /// serde_json's reason without its "at line 1 column N" (always line 1 of one row).
