@@ -10,17 +10,8 @@ use std::path::Path;
 
 use common::{cotenant, stderr, stdout, temp_dir};
 
-const OPERATORS: [&str; 9] = [
-    "attn_pre_proj",
-    "attn_post_proj",
-    "mlp_up_proj",
-    "mlp_down_proj",
-    "input_layernorm",
-    "post_attention_layernorm",
-    "attn_rope",
-    "mlp_act",
-    "add",
-];
+// The operators the compute profiles time: the reader's own list, not a copy.
+use cotenant_perf::profile::OPERATORS;
 
 /// A Llama-3-8B-shaped profile at TP 1 where every operator takes `ms` at 1 and 4,096
 /// tokens (so a layer is 9 x ms at any size), plus an empty network folder.
