@@ -10,7 +10,7 @@ use cotenant_core::{
     JobSpec, Phase, Policy, Span, TenantId, TenantSpec, Time, Violation, WaitReason,
 };
 
-use crate::rates::RateModel;
+use crate::rates::{Placed, RateModel};
 use crate::usage::UsageTracker;
 use crate::world::{Overheads, WorldJob};
 
@@ -569,7 +569,9 @@ impl<'a> Run<'a> {
     fn start(&mut self, now: Time, job: JobId, gpus: &[GpuId], partner: Option<JobId>) -> Input {
         let spec = &self.jobs[job.index()];
         let partners: Vec<&JobSpec> = partner.iter().map(|p| &self.jobs[p.index()]).collect();
-        let rate = self.rates.rate(spec, gpus, &partners, self.engine.cluster());
+        let placed =
+            Placed { gpus, partners: &partners, state: self.engine.job(job), cluster: self.engine.cluster() };
+        let rate = self.rates.rate(spec, &placed);
         let sharers = 1 + partners.len() as u32;
         let world = &mut self.world[job.index()];
         let finish = world.start(now, gpus.len() as u32, rate, sharers, spec.work, &self.config.overheads);
@@ -596,7 +598,13 @@ impl<'a> Run<'a> {
         let spec = &self.jobs[job.index()];
         let partner_specs: Vec<&JobSpec> = partners.iter().map(|p| &self.jobs[p.index()]).collect();
         let gpus = self.engine.job(job).map(|state| state.gpus.clone()).unwrap_or_default();
-        let rate = self.rates.rate(spec, &gpus, &partner_specs, self.engine.cluster());
+        let placed = Placed {
+            gpus: &gpus,
+            partners: &partner_specs,
+            state: self.engine.job(job),
+            cluster: self.engine.cluster(),
+        };
+        let rate = self.rates.rate(spec, &placed);
         let world = &mut self.world[job.index()];
         let finish = world.rerate(now, rate, 1 + partners.len() as u32, spec.work);
         let generation = world.generation;
@@ -763,8 +771,8 @@ mod tests {
     struct SlowerWhenShared;
 
     impl RateModel for SlowerWhenShared {
-        fn rate(&self, _job: &JobSpec, _gpus: &[GpuId], partners: &[&JobSpec], _cluster: &Cluster) -> f64 {
-            if partners.is_empty() {
+        fn rate(&self, _job: &JobSpec, placed: &Placed<'_>) -> f64 {
+            if placed.partners.is_empty() {
                 1.0
             } else {
                 0.6

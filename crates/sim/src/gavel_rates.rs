@@ -11,10 +11,10 @@
 //!   pair `[own, other]`. A pair the table lacks is time-sliced: each job gets
 //!   the isolated rate divided by the number of jobs sharing.
 
-use cotenant_core::{Cluster, GpuId, JobSpec};
+use cotenant_core::JobSpec;
 use cotenant_perf::throughput::{JobTypeKey, ThroughputTable};
 
-use crate::rates::RateModel;
+use crate::rates::{Placed, RateModel};
 
 /// Which isolated rate a multi-server job gets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -109,7 +109,8 @@ impl GavelRates {
 }
 
 impl RateModel for GavelRates {
-    fn rate(&self, job: &JobSpec, gpus: &[GpuId], partners: &[&JobSpec], cluster: &Cluster) -> f64 {
+    fn rate(&self, job: &JobSpec, placed: &Placed<'_>) -> f64 {
+        let (gpus, partners, cluster) = (placed.gpus, placed.partners, placed.cluster);
         let (Some(&first), Ok(key)) = (gpus.first(), self.key(job)) else { return 0.0 };
         let Some(Some(t)) = self.table_type_of.get(cluster.gpu_type_of(first).index()).copied() else {
             return 0.0;
@@ -136,8 +137,12 @@ impl RateModel for GavelRates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cotenant_core::{ClusterSpec, GpuTypeId, Time};
+    use cotenant_core::{Cluster, ClusterSpec, GpuId, GpuTypeId, Time};
     use cotenant_perf::throughput::PairRates;
+
+    fn placed<'a>(gpus: &'a [GpuId], partners: &'a [&'a JobSpec], cluster: &'a Cluster) -> Placed<'a> {
+        Placed { gpus, partners, state: None, cluster }
+    }
 
     fn table() -> ThroughputTable {
         let mut t = ThroughputTable::new();
@@ -177,13 +182,13 @@ mod tests {
             GavelRates::new(table(), names.clone(), &c.spec().gpu_types, Consolidation::ByPlacement).unwrap();
         let always = GavelRates::new(table(), names, &c.spec().gpu_types, Consolidation::Always).unwrap();
         let (a1, a2, b1) = (job(0, 0, 1), job(1, 0, 2), job(2, 1, 1));
-        assert_eq!(always.rate(&a1, &[GpuId(0)], &[], &c), 8.0);
-        assert_eq!(always.rate(&a1, &[GpuId(4)], &[], &c), 2.0);
-        assert_eq!(by_placement.rate(&a2, &[GpuId(0), GpuId(1)], &[], &c), 15.0);
-        assert_eq!(by_placement.rate(&a2, &[GpuId(1), GpuId(2)], &[], &c), 12.0, "spans two nodes");
-        assert_eq!(always.rate(&a2, &[GpuId(1), GpuId(2)], &[], &c), 15.0);
-        assert_eq!(always.rate(&a1, &[GpuId(0)], &[&b1], &c), 6.0);
-        assert_eq!(always.rate(&b1, &[GpuId(0)], &[&a1], &c), 2.5, "no pair entry: time-sliced");
+        assert_eq!(always.rate(&a1, &placed(&[GpuId(0)], &[], &c)), 8.0);
+        assert_eq!(always.rate(&a1, &placed(&[GpuId(4)], &[], &c)), 2.0);
+        assert_eq!(by_placement.rate(&a2, &placed(&[GpuId(0), GpuId(1)], &[], &c)), 15.0);
+        assert_eq!(by_placement.rate(&a2, &placed(&[GpuId(1), GpuId(2)], &[], &c)), 12.0, "spans two nodes");
+        assert_eq!(always.rate(&a2, &placed(&[GpuId(1), GpuId(2)], &[], &c)), 15.0);
+        assert_eq!(always.rate(&a1, &placed(&[GpuId(0)], &[&b1], &c)), 6.0);
+        assert_eq!(always.rate(&b1, &placed(&[GpuId(0)], &[&a1], &c)), 2.5, "no pair entry: time-sliced");
         always.check_jobs([&a1, &a2, &b1]).unwrap();
     }
 

@@ -17,5 +17,5 @@ pub use driver::{
     simulate, EarlyStop, JobRecord, Outcome, RunLog, SimConfig, SimError, SimProgress, SimResult, WatchPoint,
 };
 pub use metrics::{summarize, Distribution, Health, Summary, TenantSummary};
-pub use rates::{RateModel, ReferenceRate};
+pub use rates::{Placed, RateModel, ReferenceRate};
 pub use world::Overheads;

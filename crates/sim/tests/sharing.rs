@@ -3,9 +3,9 @@
 #![allow(clippy::unwrap_used)]
 
 use cotenant_core::{
-    Action, Cluster, ClusterSpec, ClusterView, Decision, GpuId, JobSpec, Policy, PolicyCx, TenantSpec, Time,
+    Action, ClusterSpec, ClusterView, Decision, JobSpec, Policy, PolicyCx, TenantSpec, Time,
 };
-use cotenant_sim::{simulate, summarize, Overheads, RateModel, SimConfig};
+use cotenant_sim::{simulate, summarize, Overheads, Placed, RateModel, SimConfig};
 
 /// Starts on free GPUs if any, otherwise shares with the oldest running job of
 /// the same size that runs alone.
@@ -40,8 +40,8 @@ impl Policy for ShareWhenFull {
 struct HalfWhenShared;
 
 impl RateModel for HalfWhenShared {
-    fn rate(&self, _job: &JobSpec, _gpus: &[GpuId], partners: &[&JobSpec], _cluster: &Cluster) -> f64 {
-        if partners.is_empty() {
+    fn rate(&self, _job: &JobSpec, placed: &Placed<'_>) -> f64 {
+        if placed.partners.is_empty() {
             1.0
         } else {
             0.5
