@@ -51,6 +51,15 @@ pub struct RunArgs {
     /// Window over which tenant shares and Jain's index are measured.
     #[arg(long, default_value = "1h", value_name = "DURATION")]
     pub share_window: String,
+    /// How elastic jobs change size (EDL): `stop-free` (background scale-out, graceful
+    /// scale-in) or `stop-resume` (checkpoint and restart at every change).
+    #[arg(long, default_value = "stop-free", value_name = "MODE")]
+    pub scaling: String,
+    /// Elastic jobs' scaling curve and resize costs, `KEY=VALUE,...`: efficiency (kept per
+    /// GPU doubling, 0.9), prepare (20s), switch (0.5s), model-gib (0.5), bandwidth
+    /// (GiB/s, 1.25), scale-in (0s), stop-resume (45s). docs/simulation.md explains each.
+    #[arg(long, default_value = "", value_name = "KEY=VALUE,...")]
+    pub elastic_model: String,
     /// Seed of the run's random stream (policies that draw randomness use it).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -402,6 +411,8 @@ pub fn sim_config(run: &RunArgs) -> Result<SimConfig> {
         horizon: None,
         watch: None,
         max_steps: None,
+        elastic: cotenant_sim::elastic::parse_model(&run.scaling, &run.elastic_model)
+            .map_err(|e| anyhow!("--scaling/--elastic-model: {e}"))?,
     })
 }
 

@@ -325,7 +325,7 @@ impl Cluster {
 }
 
 /// True if some GPU appears twice. Allocation-free for gangs up to 32 GPUs.
-fn has_repeats(gpus: &[GpuId]) -> bool {
+pub(crate) fn has_repeats(gpus: &[GpuId]) -> bool {
     if gpus.len() <= 32 {
         return gpus.iter().enumerate().any(|(i, g)| gpus[..i].contains(g));
     }

@@ -14,6 +14,8 @@ use crate::policy::{
 use crate::tenant::TenantSpec;
 use crate::time::Time;
 
+mod resize;
+
 /// Something that happened in the world.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
@@ -71,6 +73,12 @@ pub enum Command {
         job: JobId,
         reason: EndReason,
     },
+    /// A running elastic job now runs on `gpus` (it ran on `from` GPUs).
+    Resize {
+        job: JobId,
+        gpus: Vec<GpuId>,
+        from: u32,
+    },
 }
 
 /// An input or action the engine refused. In the simulator any of these is a bug.
@@ -109,6 +117,20 @@ pub enum Violation {
     },
     EndAlreadyOver(JobId),
     UnknownNode(NodeId),
+    ResizeNotRunning(JobId),
+    /// The job is rigid, shares its GPUs, or the count is outside its range.
+    ResizeNotAllowed {
+        job: JobId,
+        gpus: u32,
+    },
+    ResizeGpusUnavailable {
+        job: JobId,
+        gpus: Vec<GpuId>,
+    },
+    ResizeOverTenantLimit {
+        job: JobId,
+        tenant: TenantId,
+    },
 }
 
 /// Counts the engine keeps for reporting.
@@ -286,13 +308,15 @@ impl Engine {
             self.violations.push(Violation::UnknownTenant { job: id, tenant: spec.tenant });
             return;
         };
-        let never_fits = if spec.gpus > self.cluster.gpu_count() {
-            Some(EndReason::WiderThanCluster { requested: spec.gpus, cluster_gpus: self.cluster.gpu_count() })
+        // An elastic job fits if its smallest size does.
+        let needs = spec.min_gpus();
+        let never_fits = if needs > self.cluster.gpu_count() {
+            Some(EndReason::WiderThanCluster { requested: needs, cluster_gpus: self.cluster.gpu_count() })
         } else {
             tenant
                 .gpu_limit
-                .filter(|&limit| spec.gpus > limit)
-                .map(|limit| EndReason::OverTenantLimit { requested: spec.gpus, limit })
+                .filter(|&limit| needs > limit)
+                .map(|limit| EndReason::OverTenantLimit { requested: needs, limit })
         };
         if self.jobs.len() <= id.index() {
             self.jobs.resize_with(id.index() + 1, || None);
@@ -309,6 +333,8 @@ impl Engine {
             progress: Progress { done: 0.0, rate: 0.0, at: now },
             verdict: None,
             partner: None,
+            gpus_since: now,
+            resizes: 0,
         });
         match never_fits {
             Some(reason) => {
@@ -342,7 +368,7 @@ impl Engine {
         let job = self.jobs[id.index()].as_mut().expect("running job exists");
         let ran = now - job.phase_since;
         job.run_before += ran;
-        job.attained_before_gpu_us += ran.0.saturating_mul(job.gpus.len() as u64);
+        job.attained_before_gpu_us += (now - job.gpus_since).0.saturating_mul(job.gpus.len() as u64);
         job.progress = Progress { done: job.work_done(now), rate: 0.0, at: now };
         job.phase_since = now;
         let partner = job.partner.take();
@@ -411,7 +437,9 @@ impl Engine {
         let mut actions = decision.actions;
         let class = |a: &Action| match a {
             Action::Preempt { .. } | Action::End { .. } => 0,
-            Action::Start { .. } => 1,
+            // Resizes keep the policy's order among starts: it lists the shrinks
+            // that make room before the starts, and the growths after them.
+            Action::Start { .. } | Action::Resize { .. } => 1,
             Action::StartShared { .. } => 2,
         };
         // Policies mostly list them in this order already: skip the (allocating) stable sort.
@@ -443,6 +471,14 @@ impl Engine {
                     }
                     self.start(now, job, &gpus);
                     commands.push(Command::Start { job, gpus });
+                }
+                Action::Resize { job, gpus } => {
+                    if let Some(violation) = self.check_resize(job, &gpus) {
+                        self.violations.push(violation);
+                        continue;
+                    }
+                    let from = self.resize(now, job, &gpus);
+                    commands.push(Command::Resize { job, gpus, from });
                 }
                 Action::StartShared { job, partner } => {
                     let gpus = self.job(partner).filter(|p| p.is_running()).map(|p| p.gpus.clone());
@@ -490,12 +526,12 @@ impl Engine {
             return Some(Violation::StartNotPending(id));
         }
         let job = self.job(id)?;
-        if given != job.spec.gpus {
+        if !job.spec.accepts_gpus(given) {
             return Some(Violation::StartWrongGpuCount { job: id, wanted: job.spec.gpus, given });
         }
         let tenant = job.spec.tenant;
         let limit = self.tenants[tenant.index()].gpu_limit;
-        if limit.is_some_and(|limit| self.tenant_gpus[tenant.index()] + job.spec.gpus > limit) {
+        if limit.is_some_and(|limit| self.tenant_gpus[tenant.index()] + given > limit) {
             return Some(Violation::StartOverTenantLimit { job: id, tenant });
         }
         None
@@ -512,6 +548,7 @@ impl Engine {
         self.tenant_gpus[job.spec.tenant.index()] += gpus.len() as u32;
         job.phase = Phase::Running;
         job.phase_since = now;
+        job.gpus_since = now;
         job.gpus.clear();
         job.gpus.extend_from_slice(gpus);
         job.first_start.get_or_insert(now);

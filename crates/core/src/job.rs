@@ -1,5 +1,6 @@
 //! Jobs as submitted, and the reasons a job ends.
 
+use crate::elastic::Elastic;
 use crate::ids::{JobId, TenantId};
 use crate::time::{Span, Time};
 
@@ -42,6 +43,8 @@ pub struct JobSpec {
     pub cpus: u32,
     /// Host memory requested in GiB (0: none stated).
     pub memory_gib: u32,
+    /// GPU counts an elastic job accepts (`None`: rigid, exactly `gpus`).
+    pub elastic: Option<Elastic>,
 }
 
 impl JobSpec {
@@ -59,7 +62,23 @@ impl JobSpec {
             job_type: None,
             cpus: 0,
             memory_gib: 0,
+            elastic: None,
         }
+    }
+}
+
+impl JobSpec {
+    /// True if the job may run on `gpus` GPUs: its request, or any count in its
+    /// elastic range.
+    pub fn accepts_gpus(&self, gpus: u32) -> bool {
+        match self.elastic {
+            Some(range) => range.allows(gpus),
+            None => gpus == self.gpus,
+        }
+    }
+    /// The fewest GPUs the job can run on.
+    pub fn min_gpus(&self) -> u32 {
+        self.elastic.map_or(self.gpus, |range| range.min)
     }
 }
 

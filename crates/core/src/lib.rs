@@ -6,6 +6,7 @@
 //! controller drive the very same engine and a run replays from its inputs.
 
 pub mod cluster;
+pub mod elastic;
 pub mod engine;
 pub mod ids;
 pub mod job;
@@ -16,6 +17,7 @@ pub mod tenant;
 pub mod time;
 
 pub use cluster::{Cluster, ClusterError, ClusterSpec, NodeSpec};
+pub use elastic::{Elastic, ElasticError};
 pub use engine::{Command, Engine, EngineStats, Input, StopReason, Violation};
 pub use ids::{GpuId, GpuTypeId, JobId, NodeId, TenantId};
 pub use job::{EndReason, JobKind, JobSpec};

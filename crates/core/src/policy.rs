@@ -48,6 +48,11 @@ pub struct JobState {
     pub verdict: Option<WaitReason>,
     /// The job space-sharing this one's GPUs, if any.
     pub partner: Option<JobId>,
+    /// When the job last started or was resized: GPU-time accrues at `gpus.len()`
+    /// since then.
+    pub gpus_since: Time,
+    /// Times a running elastic job was resized.
+    pub resizes: u32,
 }
 
 impl JobState {
@@ -68,8 +73,7 @@ impl JobState {
     pub fn attained_gpu_us(&self, now: Time) -> u64 {
         match self.phase {
             Phase::Running => {
-                self.attained_before_gpu_us
-                    + (now - self.phase_since).0.saturating_mul(self.gpus.len() as u64)
+                self.attained_before_gpu_us + (now - self.gpus_since).0.saturating_mul(self.gpus.len() as u64)
             }
             _ => self.attained_before_gpu_us,
         }
@@ -117,6 +121,8 @@ pub enum JobChange {
     Stopped(JobId),
     Completed(JobId),
     Ended(JobId),
+    /// A running elastic job changed its GPU count.
+    Resized(JobId),
 }
 
 /// The immutable view a policy decides from.
@@ -211,6 +217,9 @@ pub enum Action {
     Preempt { job: JobId },
     /// Remove a job for good (pending or running).
     End { job: JobId, reason: EndReason },
+    /// Run an elastic job on exactly these GPUs from now on: the ones it keeps
+    /// plus free ones it adds (scale-out), without the ones it drops (scale-in).
+    Resize { job: JobId, gpus: Vec<GpuId> },
 }
 
 /// What a policy returns: actions, and verdicts for jobs it looked at and left waiting.

@@ -175,3 +175,63 @@ fn space_sharing_pairs_two_jobs_and_rerates_the_one_that_stays() {
     assert_eq!(e.cluster().free_gpus(), 2);
     assert_eq!(e.job(JobId(1)).unwrap().partner, None);
 }
+
+fn elastic_job(id: u32, gpus: u32, min: u32, max: u32) -> Input {
+    let mut spec = JobSpec::new(id, 0, Time::ZERO, gpus, 10.0);
+    spec.elastic = Some(cotenant_core::Elastic::new(min, max, gpus).unwrap());
+    Input::JobSubmitted(spec)
+}
+
+#[test]
+fn resizes_are_validated_against_range_cluster_and_tenant() {
+    let g = |ids: &[u32]| ids.iter().map(|&i| GpuId(i)).collect::<Vec<_>>();
+    let script = vec![
+        // J0 elastic [1, 3] asking 2 may start on 1; J1 rigid on 1.
+        vec![
+            Action::Start { job: JobId(0), gpus: g(&[0]) },
+            Action::Resize { job: JobId(0), gpus: g(&[0, 1]) }, // applied after the start: valid
+        ],
+        vec![
+            Action::Start { job: JobId(1), gpus: g(&[2]) },
+            Action::Resize { job: JobId(1), gpus: g(&[2, 3]) }, // rigid
+            Action::Resize { job: JobId(0), gpus: g(&[0, 1, 2, 3]) }, // over its max (3)
+            Action::Resize { job: JobId(0), gpus: g(&[0, 1, 2]) }, // GPU 2 held by J1
+            Action::Resize { job: JobId(0), gpus: g(&[0, 0]) }, // repeated GPU
+            Action::Resize { job: JobId(0), gpus: g(&[1, 3]) }, // drops 0, adds 3: valid
+        ],
+        vec![Action::Resize { job: JobId(0), gpus: g(&[1, 3, 0]) }], // over the tenant limit of 3
+    ];
+    let tenant = TenantSpec { gpu_limit: Some(3), ..TenantSpec::new("a") };
+    let mut e = engine(script, vec![tenant]);
+    let first = e.step(Time::ZERO, elastic_job(0, 2, 1, 3));
+    assert_eq!(
+        first,
+        vec![
+            Command::Start { job: JobId(0), gpus: g(&[0]) },
+            Command::Resize { job: JobId(0), gpus: g(&[0, 1]), from: 1 },
+        ]
+    );
+    let second = e.step(Time(10_000_000), job(1, 1));
+    assert_eq!(
+        second,
+        vec![
+            Command::Start { job: JobId(1), gpus: g(&[2]) },
+            Command::Resize { job: JobId(0), gpus: g(&[1, 3]), from: 2 },
+        ]
+    );
+    let v = e.violations();
+    assert!(matches!(v[0], Violation::ResizeNotAllowed { job: JobId(1), gpus: 2 }), "{v:?}");
+    assert!(matches!(v[1], Violation::ResizeNotAllowed { job: JobId(0), gpus: 4 }));
+    assert!(matches!(v[2], Violation::ResizeGpusUnavailable { job: JobId(0), .. }));
+    assert!(matches!(v[3], Violation::ResizeGpusUnavailable { job: JobId(0), .. }));
+    assert_eq!(v.len(), 4);
+    assert_eq!(e.cluster().owner(GpuId(0)), None);
+    assert_eq!(e.cluster().owner(GpuId(3)), Some(JobId(0)));
+    assert_eq!(e.tenant_gpus(), &[3]);
+    // J0 held 1 GPU for 0 s, then 2 GPUs for 10 s: 20 GPU-s attained at the resize.
+    let j0 = e.job(JobId(0)).unwrap();
+    assert_eq!((j0.resizes, j0.attained_gpu_us(Time(20_000_000))), (2, 40_000_000));
+    e.step(Time(20_000_000), Input::Wakeup);
+    assert!(matches!(e.violations()[4], Violation::ResizeOverTenantLimit { job: JobId(0), .. }));
+    assert_eq!(e.job(JobId(0)).unwrap().gpus, g(&[1, 3]), "a refused resize changes nothing");
+}

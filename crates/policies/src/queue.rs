@@ -38,6 +38,7 @@ impl<K: Ord + Copy> WaitQueue<K> {
                 JobChange::Started(id) | JobChange::Completed(id) | JobChange::Ended(id) => {
                     self.remove(id, view.job(id).spec.gpus);
                 }
+                JobChange::Resized(_) => {}
             }
         }
         debug_assert_eq!(self.order.len(), view.pending.len(), "wait queue out of sync with the engine");

@@ -158,7 +158,7 @@ pub fn policies() -> &'static [PolicyInfo] {
     &POLICIES
 }
 
-static POLICIES: [PolicyInfo; 21] = [
+static POLICIES: [PolicyInfo; 22] = [
     PolicyInfo {
         name: "fifo",
         summary: "first come first served, non-preemptive; the first job that does not fit blocks the queue",
@@ -198,6 +198,16 @@ static POLICIES: [PolicyInfo; 21] = [
                 _ => DemotionTimer::Exact,
             };
             Ok(Box::new(Tiresias::new(p.placement, thresholds, knob, timer)))
+        },
+    },
+    PolicyInfo {
+        name: "elastic-tiresias",
+        summary: "EDL's elastic Tiresias: 2D-LAS order (thresholds=1h:10h), elastic jobs admitted at their minimum, grown into idle GPUs and shrunk to admit waiting jobs (round=60s, regrow=300s)",
+        build: |p, o| {
+            let thresholds = o.seconds_list("thresholds", &TIRESIAS_THRESHOLDS_GPU_SECS)?;
+            let round = o.span("round", p.round.unwrap_or(Span::from_secs(60)))?;
+            let regrow = o.span("regrow", Span::from_secs(300))?;
+            Ok(Box::new(crate::elastic::ElasticTiresias::new(p.placement, thresholds, round, regrow)))
         },
     },
     PolicyInfo {

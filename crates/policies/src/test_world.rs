@@ -119,7 +119,8 @@ pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) {
                     }
                 }
                 Command::End { job, .. } => started_at[job.index()] = None,
-                Command::StartShared { .. } | Command::Rerate { .. } => {}
+                // Every job runs at rate 1 here, whatever its size.
+                Command::StartShared { .. } | Command::Rerate { .. } | Command::Resize { .. } => {}
             }
         }
         if !reports.is_empty() {

@@ -260,6 +260,9 @@ impl Tiresias {
                     self.waiting.remove(id, view.job(id).spec.gpus);
                     self.on_end(id);
                 }
+                // Tiresias itself never resizes; another policy's resize changes
+                // nothing in its list order (attained service is read from the view).
+                JobChange::Resized(_) => {}
             }
         }
         let by_arrival = |id: &JobId| (view.job(*id).spec.arrival, *id);
@@ -342,7 +345,7 @@ impl Tiresias {
                         preempted_front.push((key, job));
                     }
                 }
-                Action::End { .. } => {}
+                Action::End { .. } | Action::Resize { .. } => {}
             }
         }
         for id in std::mem::take(&mut self.fresh) {

@@ -186,6 +186,7 @@ fn run(
                     });
                 }
                 Command::End { job, .. } => panic!("{job} ended"),
+                Command::Resize { job, .. } => panic!("{job} resized: Gavel's jobs are rigid"),
             }
         }
         // Tenant limits hold (a shared GPU counts fully for each job on it).

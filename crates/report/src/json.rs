@@ -29,7 +29,7 @@ pub fn summary_json(s: &Summary) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut value = json!({
         "policy": s.policy,
         "cluster_gpus": s.cluster_gpus,
         "jobs": s.jobs,
@@ -53,7 +53,13 @@ pub fn summary_json(s: &Summary) -> Value {
         "events": s.events,
         "scheduling_passes": s.scheduling_passes,
         "tenants": tenants,
-    })
+    });
+    // Only runs with elastic resizes carry these, so other outputs keep their bytes.
+    if s.resizes > 0 {
+        value["resizes"] = json!(s.resizes);
+        value["scaling_overhead_gpu_hours"] = json!(s.scaling_overhead_gpu_hours);
+    }
+    value
 }
 
 /// `{"workload": ..., "healthy": bool, "runs": [summary, ...]}` for a set of runs on one

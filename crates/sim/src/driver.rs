@@ -10,6 +10,7 @@ use cotenant_core::{
     JobSpec, Phase, Policy, Span, TenantId, TenantSpec, Time, Violation, WaitReason,
 };
 
+use crate::elastic::ElasticModel;
 use crate::rates::{Placed, RateModel};
 use crate::usage::UsageTracker;
 use crate::world::{Overheads, WorldJob};
@@ -32,6 +33,8 @@ pub struct SimConfig {
     /// livelocks (preempting jobs before they keep any progress) stops here and
     /// its remaining jobs end `Unfinished`, saying so. `None`: 1,000 per job + 1M.
     pub max_steps: Option<u64>,
+    /// Scaling curve and resize costs of elastic jobs (EDL).
+    pub elastic: ElasticModel,
 }
 
 impl Default for SimConfig {
@@ -44,6 +47,7 @@ impl Default for SimConfig {
             horizon: None,
             watch: None,
             max_steps: None,
+            elastic: ElasticModel::default(),
         }
     }
 }
@@ -87,6 +91,10 @@ pub struct JobRecord {
     pub preemptions: u32,
     pub held_gpu_us: u64,
     pub lost_gpu_us: u64,
+    /// Times an elastic job changed its GPU count while running.
+    pub resizes: u32,
+    /// GPU-time its resizes cost (paused GPUs, added GPUs idle while preparing).
+    pub scaling_overhead_gpu_us: u64,
 }
 
 impl JobRecord {
@@ -302,6 +310,8 @@ impl<'a> Run<'a> {
                 preemptions: 0,
                 held_gpu_us: 0,
                 lost_gpu_us: 0,
+                resizes: 0,
+                scaling_overhead_gpu_us: 0,
             })
             .collect();
         Run {
@@ -538,6 +548,7 @@ impl<'a> Run<'a> {
                 Some(self.start(now, *job, gpus, Some(*partner)))
             }
             Command::Rerate { job, partners } => self.rerate(now, *job, partners),
+            Command::Resize { job, gpus, from } => self.resize(now, *job, gpus, *from),
             Command::Stop { job, .. } => {
                 let spec = &self.jobs[job.index()];
                 let kept = self.world[job.index()].stop(now, spec.work, &self.config.overheads);
@@ -571,7 +582,7 @@ impl<'a> Run<'a> {
         let partners: Vec<&JobSpec> = partner.iter().map(|p| &self.jobs[p.index()]).collect();
         let placed =
             Placed { gpus, partners: &partners, state: self.engine.job(job), cluster: self.engine.cluster() };
-        let rate = self.rates.rate(spec, &placed);
+        let rate = self.config.elastic.rate(spec, gpus.len() as u32, self.rates.rate(spec, &placed));
         let sharers = 1 + partners.len() as u32;
         let world = &mut self.world[job.index()];
         let finish = world.start(now, gpus.len() as u32, rate, sharers, spec.work, &self.config.overheads);
@@ -616,6 +627,38 @@ impl<'a> Run<'a> {
         }
         self.set_half_gpus(job);
         Some(Input::Progress { job, work_done: done, rate })
+    }
+
+    /// A running elastic job changed its GPU count: its rate follows the scaling
+    /// curve after the change's phases (preparation, pause).
+    fn resize(&mut self, now: Time, job: JobId, gpus: &[GpuId], from: u32) -> Option<Input> {
+        if !self.world[job.index()].running {
+            return None;
+        }
+        self.visit_stale_times();
+        let spec = &self.jobs[job.index()];
+        let placed =
+            Placed { gpus, partners: &[], state: self.engine.job(job), cluster: self.engine.cluster() };
+        let to = gpus.len() as u32;
+        let model = &self.config.elastic;
+        let rate = model.rate(spec, to, self.rates.rate(spec, &placed));
+        let world = &mut self.world[job.index()];
+        let phases = model.phases(from, to, world.rate);
+        let finish = world.resize(now, to, &phases, rate, spec.work);
+        let generation = world.generation;
+        let (resumes_at, done_then) = world.last_segment().unwrap_or((now, world.saved));
+        let record = &mut self.records[job.index()];
+        record.resizes += 1;
+        record.scaling_overhead_gpu_us += model.overhead_gpu_us(from, to);
+        self.retire_finish(job);
+        if let Some(at) = finish {
+            self.push(at, Event::Finish { job, generation });
+            self.finish_queued[job.index()] = true;
+        }
+        self.set_half_gpus(job);
+        // Reported so that extrapolation is exact once the phases are over.
+        let ahead = (resumes_at - now).as_secs_f64();
+        Some(Input::Progress { job, work_done: done_then - rate * ahead, rate })
     }
 
     /// Brings the usage tracker in line with the job's current share of its GPUs.

@@ -7,6 +7,7 @@
 //! no clock and no files; the CLI does.
 
 pub mod driver;
+pub mod elastic;
 pub mod gavel_rates;
 pub mod metrics;
 pub mod rates;
@@ -16,6 +17,7 @@ pub mod world;
 pub use driver::{
     simulate, EarlyStop, JobRecord, Outcome, RunLog, SimConfig, SimError, SimProgress, SimResult, WatchPoint,
 };
+pub use elastic::{ElasticModel, ScalingMode};
 pub use metrics::{summarize, Distribution, Health, Summary, TenantSummary};
 pub use rates::{Placed, RateModel, ReferenceRate};
 pub use world::Overheads;

@@ -80,6 +80,9 @@ pub struct Summary {
     pub idle_while_waiting: f64,
     pub preemptions: u64,
     pub lost_gpu_hours: f64,
+    /// Size changes of running elastic jobs, and the GPU-time they cost.
+    pub resizes: u64,
+    pub scaling_overhead_gpu_hours: f64,
     /// Mean over share windows (with two or more backlogged tenants) of Jain's
     /// index of weighted GPU-time among backlogged tenants.
     pub jain_backlogged: Option<f64>,
@@ -156,6 +159,9 @@ pub fn summarize(result: &SimResult) -> Summary {
         idle_while_waiting: result.usage.idle_while_waiting_gpu_us as f64 / available,
         preemptions: jobs.iter().map(|j| u64::from(j.preemptions)).sum(),
         lost_gpu_hours: lost as f64 / GPU_US_PER_HOUR,
+        resizes: jobs.iter().map(|j| u64::from(j.resizes)).sum(),
+        scaling_overhead_gpu_hours: jobs.iter().map(|j| j.scaling_overhead_gpu_us as f64).sum::<f64>()
+            / GPU_US_PER_HOUR,
         jain_backlogged: jain,
         windows_measured,
         tenants: tenant_summaries(result, held),

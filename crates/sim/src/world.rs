@@ -33,6 +33,8 @@ struct Segment {
     done_at_from: f64,
     /// Jobs on the same GPUs, this one included (1 exclusive, 2 space-shared).
     sharers: u32,
+    /// GPUs held during the segment (an elastic job's count changes mid-run).
+    gpus: u32,
 }
 
 /// One job's progress as the world sees it.
@@ -84,9 +86,15 @@ impl WorldJob {
         self.productive_from = now + restore;
         self.segments.clear();
         if restore > Span::ZERO {
-            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: self.saved, sharers });
+            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: self.saved, sharers, gpus });
         }
-        self.segments.push(Segment { from: self.productive_from, rate, done_at_from: self.saved, sharers });
+        self.segments.push(Segment {
+            from: self.productive_from,
+            rate,
+            done_at_from: self.saved,
+            sharers,
+            gpus,
+        });
         self.finish_time(self.productive_from, self.saved, work)
     }
 
@@ -97,13 +105,57 @@ impl WorldJob {
         if now < self.productive_from {
             // Still restoring: share the rest of the restore, then run at the new rate.
             let productive = self.segments.pop().expect("a run has a productive segment");
-            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: self.saved, sharers });
+            let gpus = self.gpus;
+            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: self.saved, sharers, gpus });
             self.segments.push(Segment { rate, sharers, ..productive });
             return self.finish_time(self.productive_from, self.saved, work);
         }
         let done = self.work_done(now).min(work);
-        self.segments.push(Segment { from: now, rate, done_at_from: done, sharers });
+        self.segments.push(Segment { from: now, rate, done_at_from: done, sharers, gpus: self.gpus });
         self.finish_time(now, done, work)
+    }
+
+    /// An elastic job now holds `gpus` GPUs: it runs through `phases` (each a
+    /// span at a rate: preparing new workers at the old rate, a switching pause
+    /// at rate 0) and then at `rate`. Returns the new finish time. A job still
+    /// restoring finishes its restore first.
+    pub fn resize(
+        &mut self,
+        now: Time,
+        gpus: u32,
+        phases: &[(Span, f64)],
+        rate: f64,
+        work: f64,
+    ) -> Option<Time> {
+        self.generation += 1;
+        // Planned segments (an earlier resize's phases, a pending restore's end) are replaced.
+        self.segments.retain(|s| s.from <= now);
+        let mut done = self.work_done(now).min(work);
+        let mut at = now;
+        self.gpus = gpus;
+        if now < self.productive_from {
+            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: done, sharers: 1, gpus });
+            at = self.productive_from;
+        }
+        let mut finish = None;
+        for &(span, phase_rate) in phases.iter().filter(|(span, _)| *span > Span::ZERO) {
+            self.segments.push(Segment { from: at, rate: phase_rate, done_at_from: done, sharers: 1, gpus });
+            let reachable = done + phase_rate * span.as_secs_f64();
+            if finish.is_none() && phase_rate > 0.0 && reachable >= work {
+                finish = Some(at + Span::from_secs_f64_ceil((work - done).max(0.0) / phase_rate));
+            }
+            done = reachable.min(work);
+            at += span;
+        }
+        self.segments.push(Segment { from: at, rate, done_at_from: done, sharers: 1, gpus });
+        self.rate = rate;
+        finish.or_else(|| self.finish_time(at, done, work))
+    }
+
+    /// When the current run's last segment begins and the work done then: a
+    /// progress report extrapolates exactly from it.
+    pub fn last_segment(&self) -> Option<(Time, f64)> {
+        self.segments.last().map(|s| (s.from, s.done_at_from))
     }
 
     fn finish_time(&self, from: Time, done: f64, work: f64) -> Option<Time> {
@@ -127,7 +179,7 @@ impl WorldJob {
         for (i, segment) in self.segments.iter().enumerate() {
             let end = self.segments.get(i + 1).map_or(Time::MAX, |next| next.from);
             let span = to.min(end) - from.max(segment.from);
-            total += span.0 * u64::from(self.gpus) * 2 / u64::from(segment.sharers.max(1));
+            total += span.0 * u64::from(segment.gpus) * 2 / u64::from(segment.sharers.max(1));
         }
         total
     }

@@ -137,6 +137,15 @@ proptest! {
                         held.insert(*job, gpus.clone());
                     }
                     Command::Rerate { job, .. } => prop_assert!(held.contains_key(job)),
+                    Command::Resize { job, gpus, from } => {
+                        let before = held.get(job).map_or(0, Vec::len);
+                        prop_assert_eq!(before as u32, *from);
+                        release(&mut owners, &mut held, *job);
+                        for gpu in gpus {
+                            prop_assert!(owners.insert(*gpu, vec![*job]).is_none(), "{} double-booked by a resize", gpu);
+                        }
+                        held.insert(*job, gpus.clone());
+                    }
                     Command::Stop { job, .. } | Command::End { job, .. } => release(&mut owners, &mut held, *job),
                 }
             }

@@ -23,7 +23,7 @@
 use std::fmt;
 
 use cotenant_core::limits::{MAX_ARRIVAL_SPAN, MAX_GPUS_PER_JOB, MAX_JOB_DURATION, MAX_TENANTS};
-use cotenant_core::{JobId, JobKind, JobSpec, Span, TenantId, TenantSpec, Time};
+use cotenant_core::{Elastic, JobId, JobKind, JobSpec, Span, TenantId, TenantSpec, Time};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -59,6 +59,9 @@ pub struct SyntheticSpec {
     pub durations: DurationDist,
     pub gpus: GpuDist,
     pub job_types: Vec<String>,
+    /// Fraction of jobs that are elastic (EDL), with the range
+    /// `[max(1, gpus / 2), 2 x gpus]` around their drawn size.
+    pub elastic: f64,
 }
 
 impl Default for SyntheticSpec {
@@ -71,6 +74,7 @@ impl Default for SyntheticSpec {
             durations: DurationDist::Gavel,
             gpus: GpuDist::Gavel,
             job_types: Vec::new(),
+            elastic: 0.0,
         }
     }
 }
@@ -79,7 +83,7 @@ impl Default for SyntheticSpec {
 pub const MAX_SYNTHETIC_JOBS: usize = 10_000_000;
 
 const CONTEXT: &str = "synthetic spec";
-const KEYS: &str = "jobs, rate, seed, tenants, weights, durations, gpus, job-types";
+const KEYS: &str = "jobs, rate, seed, tenants, weights, durations, gpus, job-types, elastic";
 
 impl SyntheticSpec {
     /// Parses `key=value,...` (see the module doc). Unknown keys are errors.
@@ -111,6 +115,7 @@ impl SyntheticSpec {
                 "durations" => spec.durations = parse_durations(value)?,
                 "gpus" => spec.gpus = parse_gpus(value)?,
                 "job-types" => spec.job_types = parse_job_types(value)?,
+                "elastic" => spec.elastic = parse_fraction(key, value)?,
                 _ => return Err(err(key, format!("unknown key (known: {KEYS})"))),
             }
         }
@@ -151,6 +156,13 @@ impl SyntheticSpec {
 
 fn err(key: &str, message: impl Into<String>) -> TraceError {
     TraceError::config(CONTEXT, key, message)
+}
+
+fn parse_fraction(key: &str, value: &str) -> Result<f64, TraceError> {
+    match value.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(err(key, format!("expected a fraction between 0 and 1, got {value:?}"))),
+    }
 }
 
 fn parse_jobs(value: &str) -> Result<usize, TraceError> {
@@ -245,6 +257,9 @@ impl fmt::Display for SyntheticSpec {
         if !self.job_types.is_empty() {
             write!(f, ",job-types={}", self.job_types.join("|"))?;
         }
+        if self.elastic > 0.0 {
+            write!(f, ",elastic={}", self.elastic)?;
+        }
         Ok(())
     }
 }
@@ -281,7 +296,14 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
             job_type,
             cpus: 0,
             memory_gib: 0,
+            elastic: None,
         });
+        // Drawn last, and only when asked for, so that other workloads keep their streams.
+        if spec.elastic > 0.0 && rng.random::<f64>() < spec.elastic {
+            let job = jobs.last_mut().expect("just pushed");
+            job.elastic =
+                Elastic::new((gpus / 2).max(1), gpus.saturating_mul(2).min(MAX_GPUS_PER_JOB), gpus).ok();
+        }
     }
     Workload {
         source: format!("synthetic:{spec}"),

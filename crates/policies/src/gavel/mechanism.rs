@@ -945,7 +945,7 @@ impl Policy for Gavel {
                     _ => self.forget(id),
                 },
                 JobChange::Ended(id) => self.forget(id),
-                JobChange::Started(_) | JobChange::Stopped(_) => {}
+                JobChange::Started(_) | JobChange::Stopped(_) | JobChange::Resized(_) => {}
             }
         }
         self.extend_round(view);
