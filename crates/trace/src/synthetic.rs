@@ -264,9 +264,13 @@ impl fmt::Display for SyntheticSpec {
     }
 }
 
+/// Salt of the elastic draws' stream (`seed ^ ELASTIC_STREAM`).
+const ELASTIC_STREAM: u64 = 0xE1A5_71C0_0000_0001;
+
 /// Generates the workload a spec describes. Deterministic in the spec.
 pub fn generate(spec: &SyntheticSpec) -> Workload {
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+    let mut elastic_rng = ChaCha8Rng::seed_from_u64(spec.seed ^ ELASTIC_STREAM);
     let tenants: Vec<TenantSpec> = spec
         .weights
         .iter()
@@ -298,8 +302,8 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
             memory_gib: 0,
             elastic: None,
         });
-        // Drawn last, and only when asked for, so that other workloads keep their streams.
-        if spec.elastic > 0.0 && rng.random::<f64>() < spec.elastic {
+        // From a stream of its own: the jobs are the same whatever the fraction.
+        if spec.elastic > 0.0 && elastic_rng.random::<f64>() < spec.elastic {
             let job = jobs.last_mut().expect("just pushed");
             job.elastic =
                 Elastic::new((gpus / 2).max(1), gpus.saturating_mul(2).min(MAX_GPUS_PER_JOB), gpus).ok();

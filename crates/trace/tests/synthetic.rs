@@ -99,3 +99,22 @@ fn distributions_match_gavel_roughly() {
         .iter()
         .all(|j| j.duration_estimate.is_some_and(|d| (d.as_secs_f64() - j.work).abs() < 1e-5)));
 }
+
+#[test]
+fn elastic_fraction_marks_jobs_without_changing_them() {
+    let rigid = generate(&SyntheticSpec::parse("jobs=2000,seed=7").unwrap());
+    let half = generate(&SyntheticSpec::parse("jobs=2000,seed=7,elastic=0.5").unwrap());
+    let shape = |w: &cotenant_trace::Workload| -> Vec<_> {
+        w.jobs.iter().map(|j| (j.arrival, j.gpus, j.work.to_bits())).collect()
+    };
+    assert_eq!(shape(&rigid), shape(&half), "the elastic draws have a stream of their own");
+    assert!(rigid.jobs.iter().all(|j| j.elastic.is_none()));
+    let elastic: Vec<_> = half.jobs.iter().filter_map(|j| j.elastic.map(|e| (e, j.gpus))).collect();
+    assert!((900..1100).contains(&elastic.len()), "{} of 2000", elastic.len());
+    for (range, gpus) in elastic {
+        assert_eq!((range.min, range.max), ((gpus / 2).max(1), gpus * 2));
+    }
+    assert!(half.source.ends_with(",elastic=0.5"), "{}", half.source);
+    let err = SyntheticSpec::parse("elastic=1.5").unwrap_err().to_string();
+    assert!(err.contains("elastic") && err.contains("between 0 and 1"), "{err}");
+}
