@@ -42,33 +42,6 @@ python3 - "$OUT" "$RUNS" "${SEEDS[*]}" <<'PY'
 import csv, json, os, statistics, sys
 out, runs, seeds = sys.argv[1], sys.argv[2], sys.argv[3].split()
 
-READING = [
-    "- **Stop-free against stop-resume.** Both make the same scheduling decisions (the resize "
-    "counts match within a few percent; they differ only where a pause moves a completion), so "
-    "the difference is the cost of each change. Stop-free scaling costs about a tenth of the "
-    "GPU-time stop-resume does at every load (e.g. 3.1 against 33.9 GPU-h at 1.6 jobs/h), "
-    "because a scale-out keeps training during the 20 s preparation and pauses only 0.9 s, and a "
-    "scale-in pauses not at all, where stop-resume stops every GPU for 45 s. On these long "
-    "Gavel-style jobs (hours to days) even stop-resume's overhead is under 0.6% of busy GPU-time "
-    "and mean JCT moves by at most 1%; with 30-minute jobs resized often it reaches 3.7% of busy "
-    "GPU-time against 0.34%. The stop-resume cost scales the overhead linearly (30 s: 36 GPU-h, "
-    "60 s: 72 GPU-h). This is EDL's point (a change should cost a pause, not a restart); the "
-    "size of the JCT effect depends on how long jobs run between changes, which PAPERS.md does "
-    "not fix, so we report both regimes.",
-    "- **Elastic against rigid Tiresias.** Growing into idle GPUs is the larger effect: mean JCT "
-    "falls 44% at offered load 0.48 (16.8 h to 9.3 h), 42% at 0.77 and 26% at 1.16, and "
-    "utilization rises 10-19 points, because an elastic job on up to twice its request runs up to "
-    "1.8x faster (0.9 efficiency per doubling) while GPUs would otherwise idle. The gain shrinks "
-    "with load (fewer idle GPUs to grow into) and with the elastic fraction (half elastic: -20% "
-    "at 0.77). Shrinking to admit replaces preemption: rigid Tiresias preempts 300 times at "
-    "load 1.16, elastic Tiresias 9 times. These gains depend on the scaling curve; with "
-    "`--elastic-model efficiency=E` a user can state their models' own.",
-    "- **What is modelled and what is not.** The switch pause is per job from one model size "
-    "(0.5 GiB) and bandwidth (`--elastic-model model-gib=..,bandwidth=..`), not per model; "
-    "preparation time is fixed (20 s, the middle of EDL's 10-30 s). Straggler removal and "
-    "migration by scale-out-then-in (EDL's other uses) are not simulated here.",
-]
-
 def load(tag):
     summary = json.load(open(os.path.join(runs, tag + ".json")))
     rows = list(csv.DictReader(open(os.path.join(runs, tag + ".csv"))))
@@ -83,6 +56,8 @@ def offered(rows):
 def spread(values, fmt="{:.2f}"):
     mean = statistics.mean(values)
     return (fmt + " ± " + fmt).format(mean, statistics.stdev(values)) if len(values) > 1 else fmt.format(mean)
+
+MEANS = {}
 
 def table(prefix, modes, label):
     w(f"| {label} | offered load | policy | scaling | mean JCT (h) | p99 JCT (h) | makespan (h) | util | preemptions | resizes | scaling overhead (GPU-h) | overhead / busy GPU-time |")
@@ -105,6 +80,7 @@ def table(prefix, modes, label):
                     vals["over"].append(r.get("scaling_overhead_gpu_hours", 0.0))
                     vals["frac"].append(100 * r.get("scaling_overhead_gpu_hours", 0.0) / busy_h)
                     vals["load"].append(offered(rows))
+                MEANS[(key, policy, mode if policy != "tiresias" else "rigid")] = {k: statistics.mean(v) for k, v in vals.items()}
                 name = key.split("-{")[0].split("-", 1)[-1] if key.count("-{") > 1 else key.split("-{")[0]
                 w(f"| {name if first else ''} | {spread(vals['load'])} | {policy} | {'rigid' if policy == 'tiresias' else mode} "
                   f"| {spread(vals['jct'])} | {spread(vals['p99'], '{:.1f}')} | {spread(vals['make'], '{:.0f}')} "
@@ -158,11 +134,52 @@ w("## Stop-resume cost (2.4 jobs/h, every job elastic)")
 w("")
 table(["cost-{mode}-{seed}"], ["30s", "60s"], "stop-resume cost")
 w("")
+def m(key, policy, mode, what):
+    return MEANS[(key, policy, mode)][what]
+
+def cut(key, mode="stop-free"):
+    return 100 * (1 - m(key, "elastic-tiresias", mode, "jct") / m(key, "tiresias", "rigid", "jct"))
+
+loads = ["load-1-{mode}-{seed}", "load-1.6-{mode}-{seed}", "load-2.4-{mode}-{seed}"]
+ratios = [m(k, "elastic-tiresias", "stop-resume", "over") / m(k, "elastic-tiresias", "stop-free", "over") for k in loads]
+jct_moves = [100 * abs(m(k, "elastic-tiresias", "stop-resume", "jct") / m(k, "elastic-tiresias", "stop-free", "jct") - 1) for k in loads]
+util_gain = [m(k, "elastic-tiresias", "stop-free", "util") - m(k, "tiresias", "rigid", "util") for k in loads]
+short = "short-{mode}-{seed}"
+cost = "cost-{mode}-{seed}"
 w("## Reading")
 w("")
-for para in READING:
-    w(para)
-    w("")
+w("All figures in this section are computed by the script from the tables above.")
+w("")
+w(f"- **Stop-free against stop-resume.** Both modes make nearly the same scheduling decisions "
+  f"(resize counts within a few percent; they differ where a pause moves a completion), so the "
+  f"difference is the cost of each change. Stop-resume costs {min(ratios):.0f}-{max(ratios):.0f}x the "
+  f"GPU-time of stop-free scaling at every load (at 1.6 jobs/h, {m(loads[1], 'elastic-tiresias', 'stop-resume', 'over'):.1f} "
+  f"against {m(loads[1], 'elastic-tiresias', 'stop-free', 'over'):.1f} GPU-h): a stop-free scale-out keeps training through its "
+  f"20 s preparation and pauses 0.9 s, a scale-in pauses not at all, where stop-resume stops every GPU for 45 s. "
+  f"On these long Gavel-style jobs (hours to days) even stop-resume's overhead is at most "
+  f"{max([m(k, 'elastic-tiresias', 'stop-resume', 'frac') for k in loads] + [m(cost, 'elastic-tiresias', c, 'frac') for c in ('30s', '60s')]):.1f}% of busy GPU-time and "
+  f"mean JCT moves by at most {max(jct_moves):.1f}%; with 30-minute jobs, resized often, it is "
+  f"{m(short, 'elastic-tiresias', 'stop-resume', 'frac'):.1f}% against {m(short, 'elastic-tiresias', 'stop-free', 'frac'):.2f}%. "
+  f"The overhead grows linearly with the stop-resume cost ({m(cost, 'elastic-tiresias', '30s', 'over'):.0f} GPU-h at 30 s, "
+  f"{m(cost, 'elastic-tiresias', '60s', 'over'):.0f} at 60 s). That is EDL's point (a change should cost a pause, not a "
+  f"restart); how much it moves JCT depends on how long jobs run between changes, which PAPERS.md does not fix, "
+  f"so both regimes are shown.")
+w("")
+w(f"- **Elastic against rigid Tiresias.** Growing into idle GPUs is the larger effect: mean JCT falls "
+  f"{cut(loads[0]):.0f}% at offered load {m(loads[0], 'tiresias', 'rigid', 'load'):.2f}, {cut(loads[1]):.0f}% at "
+  f"{m(loads[1], 'tiresias', 'rigid', 'load'):.2f} and {cut(loads[2]):.0f}% at {m(loads[2], 'tiresias', 'rigid', 'load'):.2f}, "
+  f"and utilization rises {min(util_gain):.0f}-{max(util_gain):.0f} points: an elastic job on up to twice its request runs "
+  f"up to 1.8x faster (0.9 efficiency per doubling) on GPUs that would otherwise idle. The gain shrinks with load (fewer "
+  f"idle GPUs to grow into) and with the elastic fraction (half elastic: {cut('half-{mode}-{seed}'):.0f}% at 1.6 jobs/h). "
+  f"Shrinking to admit replaces preemption: at 2.4 jobs/h rigid Tiresias preempts {m(loads[2], 'tiresias', 'rigid', 'pre'):.0f} "
+  f"times per run, elastic Tiresias {m(loads[2], 'elastic-tiresias', 'stop-free', 'pre'):.0f}. The gain depends on the "
+  f"scaling curve; `--elastic-model efficiency=E` states a workload's own.")
+w("")
+w("- **What is modelled and what is not.** The switch pause comes from one model size (0.5 GiB) and "
+  "bandwidth for every job (`--elastic-model model-gib=..,bandwidth=..`), not per model; preparation takes a "
+  "fixed 20 s (the middle of EDL's 10-30 s). EDL's other uses (harvesting transient idle GPUs, straggler removal, "
+  "migration as scale-out then scale-in) are not simulated here.")
+w("")
 open(out, "w").write("\n".join(lines) + "\n")
 PY
 echo "wrote $OUT (add the Reading section by hand from the tables)"
