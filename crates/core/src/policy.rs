@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use rand_chacha::ChaCha8Rng;
 
 use crate::cluster::Cluster;
+use crate::eval::EvalHistory;
 use crate::ids::{GpuId, JobId, TenantId};
 use crate::job::{EndReason, JobSpec};
 use crate::tenant::TenantSpec;
@@ -48,6 +49,8 @@ pub struct JobState {
     pub verdict: Option<WaitReason>,
     /// The job space-sharing this one's GPUs, if any.
     pub partner: Option<JobId>,
+    /// Evaluation scores the world reported while the job ran (`Input::Evaluated`).
+    pub evals: EvalHistory,
 }
 
 impl JobState {
@@ -105,6 +108,8 @@ pub struct Trigger {
     pub completion: bool,
     pub wakeup: bool,
     pub node_change: bool,
+    /// An evaluation the policy said it may act on (`Policy::acts_on_evaluation`).
+    pub evaluation: bool,
 }
 
 /// A change to a job since the policy was last called, in the order it happened.
@@ -234,5 +239,11 @@ pub trait Policy: Send {
     /// When the policy next wants to be called even if nothing happens.
     fn next_round(&self, _now: Time) -> Option<Time> {
         None
+    }
+    /// Whether the evaluation just recorded in `job.evals` may lead this policy
+    /// to act. The engine runs a scheduling pass for an evaluation only then, so
+    /// that evaluations cost nothing under policies that ignore them.
+    fn acts_on_evaluation(&self, _job: &JobState) -> bool {
+        false
     }
 }

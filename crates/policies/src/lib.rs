@@ -4,6 +4,7 @@
 //! waiting queues in `queue`, and the name → builder table in `registry`.
 
 pub mod drf;
+pub mod evalstop;
 pub mod fairshare;
 pub mod fifo;
 pub mod gavel;

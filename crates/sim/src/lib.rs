@@ -7,6 +7,7 @@
 //! no clock and no files; the CLI does.
 
 pub mod driver;
+pub mod evalstop;
 pub mod gavel_rates;
 pub mod metrics;
 pub mod rates;
