@@ -13,24 +13,10 @@ const SPEC: &str = "jobs=80,seed=2";
 fn evalstop_section_json_and_per_job_csv() {
     let dir = temp_dir("evalstop");
     let csv = dir.join("jobs.csv");
-    let args = [
-        "sim",
-        "--rlhf",
-        SPEC,
-        "--cluster",
-        "nodes=8,gpus-per-node=8",
-        "--policy",
-        "srtf,evalstop(srtf)",
-        "--set",
-        "k=3",
-        "--set",
-        "min_drop=0.01",
-        "--strict",
-        "--json",
-        "--jobs-csv",
-        csv.to_str().unwrap(),
-    ];
-    let out = cotenant(&args);
+    let csv_path = csv.to_str().unwrap();
+    let flags = ["--set", "k=3", "--set", "min_drop=0.01", "--strict", "--json", "--jobs-csv", csv_path];
+    let run = |flags: &[&str]| sim_rlhf(SPEC, "srtf,evalstop(srtf)", flags);
+    let out = run(&flags);
     assert!(out.status.success(), "{}", stderr(&out));
     let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let rows = json["evalstop"].as_array().unwrap();
@@ -47,10 +33,10 @@ fn evalstop_section_json_and_per_job_csv() {
         .count();
     assert_eq!(ended as u64, stopped, "every stop is in the per-job CSV with its best checkpoint");
     // Same seed, same bytes.
-    let again = cotenant(&args);
+    let again = run(&flags);
     assert_eq!(stdout(&again), stdout(&out));
     // The table names the section.
-    let table = cotenant(&args[..args.len() - 3]);
+    let table = run(&flags[..flags.len() - 3]);
     assert!(
         stdout(&table).contains("EvalStop (stops against the curves' ground truth)"),
         "{}",
@@ -58,30 +44,19 @@ fn evalstop_section_json_and_per_job_csv() {
     );
 }
 
+/// `sim --rlhf SPEC` on 64 GPUs under `policy`, with more flags.
+fn sim_rlhf(spec: &str, policy: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["sim", "--rlhf", spec, "--cluster", "nodes=8,gpus-per-node=8", "--policy", policy];
+    args.extend_from_slice(extra);
+    cotenant(&args)
+}
+
 #[test]
 fn bad_specs_and_options_are_named() {
-    let out = cotenant(&[
-        "sim",
-        "--rlhf",
-        "hacking=1.5",
-        "--cluster",
-        "nodes=8,gpus-per-node=8",
-        "--policy",
-        "evalstop",
-    ]);
+    let out = sim_rlhf("hacking=1.5", "evalstop", &[]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--rlhf: key 'hacking' = '1.5'"), "{}", stderr(&out));
-    let out = cotenant(&[
-        "sim",
-        "--rlhf",
-        SPEC,
-        "--cluster",
-        "nodes=8,gpus-per-node=8",
-        "--policy",
-        "evalstop(las)",
-        "--set",
-        "k=zero",
-    ]);
+    let out = sim_rlhf(SPEC, "evalstop(las)", &["--set", "k=zero"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("policy 'evalstop(las)': option 'k=zero'"), "{}", stderr(&out));
     let out = cotenant(&["policies"]);
