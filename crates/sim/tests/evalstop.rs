@@ -320,3 +320,42 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn evaluations_cost_no_pass_under_a_policy_that_ignores_them() {
+    let cluster = Cluster::new(ClusterSpec::homogeneous("v100", 1, 1)).unwrap();
+    let mut engine = Engine::new(cluster, vec![TenantSpec::new("t")], policy("fifo", 2), 0);
+    engine.step(Time::ZERO, Input::JobSubmitted(JobSpec::new(0, 0, Time::ZERO, 1, 100.0)));
+    for (i, score) in [(1, 3.0), (2, 2.0), (3, 1.0), (4, 0.5)] {
+        assert_eq!(evaluate(&mut engine, i, score), vec![]);
+    }
+    assert_eq!(engine.stats().scheduling_passes, 1);
+    assert_eq!(engine.job(JobId(0)).unwrap().evals.declines(0.0), 3, "still recorded for policies to read");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, .. ProptestConfig::default() })]
+
+    /// Without evaluation curves the wrapper is its base: same records, same commands.
+    #[test]
+    fn without_evaluations_evalstop_is_its_base(
+        base in prop::sample::select(vec!["fifo", "fifo-backfill", "sjf", "srtf", "las", "tiresias"]),
+        shape in prop::collection::vec((0u64..2000, prop::sample::select(vec![1u32, 2, 4]), 100u64..3000), 1..30),
+    ) {
+        let mut shape = shape;
+        shape.sort_by_key(|j| j.0);
+        let jobs: Vec<JobSpec> = shape.iter().enumerate().map(|(i, &(arrival, gpus, secs))| {
+            let mut job = JobSpec::new(i as u32, 0, Time::from_secs(arrival), gpus, secs as f64);
+            job.duration_estimate = Some(Span::from_secs(secs));
+            job
+        }).collect();
+        let config = SimConfig { record: true, ..SimConfig::default() };
+        let go = |name: &str| simulate(&jobs, &[TenantSpec::new("t")], ClusterSpec::homogeneous("v100", 1, 4),
+            policy(name, 2), &ReferenceRate, &config, &mut |_| {}).unwrap();
+        let plain = go(base);
+        let wrapped = go(&format!("evalstop({base})"));
+        prop_assert_eq!(format!("{:?}", plain.jobs), format!("{:?}", wrapped.jobs));
+        let commands = |r: &SimResult| format!("{:?}", r.log.as_ref().unwrap().steps.iter().map(|s| &s.2).collect::<Vec<_>>());
+        prop_assert_eq!(commands(&plain), commands(&wrapped));
+    }
+}
