@@ -178,6 +178,7 @@ fn decision_latency(run: &RunArgs) -> Result<()> {
         cluster_rule: String::new(),
         notes: Vec::new(),
         declared_tenants: Vec::new(),
+        evals: None,
     };
     let policies = build_policies(run, &prepared)?;
     let progress = latency_progress(policies.len());

@@ -149,6 +149,7 @@ pub fn run(args: SimArgs) -> Result<()> {
         config.watch = Some(cotenant_core::JobId(job));
     }
     config.max_steps = args.max_steps;
+    config.evals = prepared.evals.clone();
     let rates = rate_model(&args.run, &prepared)?;
     let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
     let outcomes: Vec<Result<(SimResult, f64)>> = policies
@@ -167,6 +168,12 @@ pub fn run(args: SimArgs) -> Result<()> {
         walls.push(wall);
     }
     let summaries: Vec<_> = results.iter().map(summarize).collect();
+    let evalstop: Vec<_> = match &prepared.evals {
+        Some(curves) => {
+            results.iter().map(|r| cotenant_sim::evalstop::metrics::evalstop_summary(r, curves)).collect()
+        }
+        None => Vec::new(),
+    };
     if let Some(path) = &args.jobs_csv {
         let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
         let refs: Vec<&SimResult> = results.iter().collect();
@@ -185,7 +192,10 @@ pub fn run(args: SimArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if args.json {
-        let value = summaries_json(workload_json(&prepared), &summaries);
+        let mut value = summaries_json(workload_json(&prepared), &summaries);
+        if !evalstop.is_empty() {
+            value["evalstop"] = cotenant_report::evalstop::evalstop_json(&evalstop);
+        }
         serde_json::to_writer_pretty(&mut out, &value)?;
         writeln!(out)?;
         if unhealthy > 0 {
@@ -196,6 +206,11 @@ pub fn run(args: SimArgs) -> Result<()> {
     writeln!(out, "{}", describe(&prepared))?;
     writeln!(out, "\n{}", comparison_table(&summaries, Some(&walls)).render())?;
     writeln!(out, "{COMPARISON_LEGEND}\n")?;
+    if !evalstop.is_empty() {
+        writeln!(out, "EvalStop (stops against the curves' ground truth):")?;
+        writeln!(out, "{}", cotenant_report::evalstop::evalstop_table(&evalstop).render())?;
+        writeln!(out, "{}\n", cotenant_report::evalstop::EVALSTOP_LEGEND)?;
+    }
     let health = health_block(&summaries);
     if !health.is_empty() {
         writeln!(out, "{health}")?;
@@ -413,6 +428,7 @@ pub fn sim_config(run: &RunArgs) -> Result<SimConfig> {
         max_steps: None,
         elastic: cotenant_sim::elastic::parse_model(&run.scaling, &run.elastic_model)
             .map_err(|e| anyhow!("--scaling/--elastic-model: {e}"))?,
+        evals: None,
     })
 }
 

@@ -28,6 +28,11 @@ pub struct WorkloadArgs {
     /// `jobs=1000,rate=20/h,seed=1,tenants=4,weights=1:1:2:4,durations=gavel,gpus=gavel`.
     #[arg(long, value_name = "SPEC", conflicts_with = "trace")]
     pub synthetic: Option<String>,
+    /// Generate the EvalStop setup instead: RLHF jobs that report evaluation scores as
+    /// they run, mixed with training jobs, e.g. `jobs=400,seed=1,rlhf=0.8,hacking=0.3,load=0.9,gpus=64,sigma=0.01,interval=0.05`
+    /// (the defaults; docs/policies.md, EvalStop).
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["trace", "synthetic"])]
+    pub rlhf: Option<String>,
     /// Cluster: inline `nodes=60,gpus-per-node=8[,gpu=v100]`, per GPU type `v100=2,k80=4[,gpus-per-node=N]`,
     /// or a TOML file (nodes and tenants; see docs/traces.md). Default: sized to --target-load.
     #[arg(long, value_name = "SPEC|FILE")]
@@ -67,10 +72,23 @@ pub struct Prepared {
     pub notes: Vec<String>,
     /// Tenant names the `--cluster` TOML declares (checked against the workload's).
     pub declared_tenants: Vec<String>,
+    /// Evaluation curves of the jobs (`--rlhf`), for the simulator.
+    pub evals: Option<std::sync::Arc<cotenant_sim::evalstop::EvalCurves>>,
 }
 
 pub fn prepare(args: &WorkloadArgs) -> Result<Prepared> {
-    let (mut workload, kind, trace_path) = load(args)?;
+    let (mut workload, kind, trace_path, evals) = match &args.rlhf {
+        Some(spec) => {
+            let spec = cotenant_sim::evalstop::workload::RlhfSpec::parse(spec)?;
+            let (workload, curves) = cotenant_sim::evalstop::workload::rlhf_workload(&spec);
+            (workload, None, None, Some(std::sync::Arc::new(curves)))
+        }
+        None => {
+            let (workload, kind, path) = load(args)?;
+            (workload, kind, path, None)
+        }
+    };
+    let generated = workload.jobs.len();
     let mut notes: Vec<String> =
         workload.skipped.iter().map(|s| format!("skipped {} rows: {}", s.rows, s.reason)).collect();
     let (cluster, tenants, cluster_rule) = match &args.cluster {
@@ -97,9 +115,12 @@ pub fn prepare(args: &WorkloadArgs) -> Result<Prepared> {
         }
     }
     reject_wide_jobs(&mut workload, kind, &cluster, args.drop_wide_jobs, &mut notes)?;
+    if evals.is_some() && workload.jobs.len() != generated {
+        bail!("--rlhf: every job must fit the cluster (evaluation curves follow job ids); give a larger --cluster");
+    }
     notes.extend(workload.notes.iter().cloned());
     let declared_tenants = tenants.iter().map(|t| t.name.clone()).collect();
-    Ok(Prepared { workload, kind, cluster, cluster_rule, notes, declared_tenants })
+    Ok(Prepared { workload, kind, cluster, cluster_rule, notes, declared_tenants, evals })
 }
 
 fn load(args: &WorkloadArgs) -> Result<(Workload, Option<TraceKind>, Option<PathBuf>)> {

@@ -34,6 +34,14 @@ pub enum Input {
     NodeDown(NodeId),
     /// A timer the engine asked for with [`Engine::next_wakeup`].
     Wakeup,
+    /// An evaluation of the running job's checkpoint at `work_done` units of
+    /// progress scored `score` (RLHF reward, held-out metric). Recorded in the
+    /// job's `evals`; a scheduling pass follows only if the policy may act on it.
+    Evaluated {
+        job: JobId,
+        work_done: f64,
+        score: f64,
+    },
     /// Several inputs at the same instant, applied in order, then one scheduling pass.
     Batch(Vec<Input>),
 }
@@ -159,6 +167,8 @@ pub struct Engine {
     stats: EngineStats,
     /// Running jobs whose partner changed during this step.
     rerate: Vec<JobId>,
+    /// A policy ended a running job in this pass: its GPUs are free for a follow-up pass.
+    freed_by_end: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -187,6 +197,7 @@ impl Engine {
             violations: Vec::new(),
             stats: EngineStats::default(),
             rerate: Vec::new(),
+            freed_by_end: false,
         }
     }
 
@@ -199,6 +210,12 @@ impl Engine {
         self.apply(now, input, &mut trigger, &mut commands);
         if trigger != Trigger::default() {
             self.schedule(now, trigger, &mut commands);
+            if std::mem::take(&mut self.freed_by_end) {
+                // A policy ended running jobs (an early stop): one more pass at the same
+                // instant lets it fill their GPUs, as it would after a completion.
+                self.schedule(now, Trigger { completion: true, ..Trigger::default() }, &mut commands);
+                self.freed_by_end = false;
+            }
         }
         self.flush_rerates(&mut commands);
         commands
@@ -252,6 +269,18 @@ impl Engine {
                 Some(state) => state.progress = Progress { done: work_done, rate, at: now },
                 None => self.violations.push(Violation::UnknownJob(job)),
             },
+            Input::Evaluated { job, work_done, score } => {
+                match self.jobs.get_mut(job.index()).and_then(Option::as_mut) {
+                    Some(state) => {
+                        // Evaluations of a job that stopped running since are stale: ignored.
+                        let taken = state.is_running() && state.evals.record(now, work_done, score);
+                        if taken && self.policy.acts_on_evaluation(state) {
+                            trigger.evaluation = true;
+                        }
+                    }
+                    None => self.violations.push(Violation::UnknownJob(job)),
+                }
+            }
             Input::NodeUp(node) | Input::NodeDown(node) if node.index() >= self.cluster.node_count() => {
                 self.violations.push(Violation::UnknownNode(node));
             }
@@ -335,6 +364,7 @@ impl Engine {
             partner: None,
             gpus_since: now,
             resizes: 0,
+            evals: Default::default(),
         });
         match never_fits {
             Some(reason) => {
@@ -458,6 +488,7 @@ impl Engine {
                 }
                 Action::End { job, reason } => {
                     if self.pending.contains(&job) || self.running.contains(&job) {
+                        self.freed_by_end |= self.running.contains(&job);
                         self.end(now, job, reason);
                         commands.push(Command::End { job, reason });
                     } else {

@@ -91,6 +91,10 @@ pub enum EndReason {
     OverTenantLimit { requested: u32, limit: u32 },
     /// A policy decided it will never run (for example an early-stop wrapper).
     StoppedByPolicy,
+    /// An early-stop wrapper (EvalStop) ended the job after `declines` consecutive
+    /// declining evaluations; the job keeps the checkpoint of its best evaluation
+    /// (`best_eval`, 1-based, its score in millionths and its work units).
+    EvalDeclined { declines: u32, best_eval: u32, best_score_micro: i64, best_work: u64 },
     /// The run ended (time horizon reached) while the job was still in the system.
     Unfinished,
 }
@@ -105,6 +109,11 @@ impl std::fmt::Display for EndReason {
                 write!(f, "over tenant limit ({requested} GPUs requested, limit {limit})")
             }
             EndReason::StoppedByPolicy => write!(f, "stopped by policy"),
+            EndReason::EvalDeclined { declines, best_eval, best_score_micro, best_work } => write!(
+                f,
+                "evalstop after {declines} declining evaluations; kept best checkpoint: evaluation {best_eval}, score {:.3}, at work {best_work}",
+                *best_score_micro as f64 / 1e6
+            ),
             EndReason::Unfinished => write!(f, "unfinished at end of run"),
         }
     }

@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod elastic;
 pub mod engine;
+pub mod eval;
 pub mod ids;
 pub mod job;
 pub mod limits;
@@ -19,6 +20,7 @@ pub mod time;
 pub use cluster::{Cluster, ClusterError, ClusterSpec, NodeSpec};
 pub use elastic::{Elastic, ElasticError};
 pub use engine::{Command, Engine, EngineStats, Input, StopReason, Violation};
+pub use eval::{EvalHistory, Evaluation};
 pub use ids::{GpuId, GpuTypeId, JobId, NodeId, TenantId};
 pub use job::{EndReason, JobKind, JobSpec};
 pub use policy::{

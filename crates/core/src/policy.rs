@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use rand_chacha::ChaCha8Rng;
 
 use crate::cluster::Cluster;
+use crate::eval::EvalHistory;
 use crate::ids::{GpuId, JobId, TenantId};
 use crate::job::{EndReason, JobSpec};
 use crate::tenant::TenantSpec;
@@ -53,6 +54,8 @@ pub struct JobState {
     pub gpus_since: Time,
     /// Times a running elastic job was resized.
     pub resizes: u32,
+    /// Evaluation scores the world reported while the job ran (`Input::Evaluated`).
+    pub evals: EvalHistory,
 }
 
 impl JobState {
@@ -109,6 +112,8 @@ pub struct Trigger {
     pub completion: bool,
     pub wakeup: bool,
     pub node_change: bool,
+    /// An evaluation the policy said it may act on (`Policy::acts_on_evaluation`).
+    pub evaluation: bool,
 }
 
 /// A change to a job since the policy was last called, in the order it happened.
@@ -243,5 +248,11 @@ pub trait Policy: Send {
     /// When the policy next wants to be called even if nothing happens.
     fn next_round(&self, _now: Time) -> Option<Time> {
         None
+    }
+    /// Whether the evaluation just recorded in `job.evals` may lead this policy
+    /// to act. The engine runs a scheduling pass for an evaluation only then, so
+    /// that evaluations cost nothing under policies that ignore them.
+    fn acts_on_evaluation(&self, _job: &JobState) -> bool {
+        false
     }
 }

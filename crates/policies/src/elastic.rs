@@ -252,6 +252,7 @@ mod tests {
             partner: None,
             gpus_since: Time::ZERO,
             resizes: 0,
+            evals: Default::default(),
         }
     }
 

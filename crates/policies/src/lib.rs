@@ -5,6 +5,7 @@
 
 pub mod drf;
 pub mod elastic;
+pub mod evalstop;
 pub mod fairshare;
 pub mod fifo;
 pub mod gavel;

@@ -86,6 +86,16 @@ impl<'a> Options<'a> {
         }
     }
 
+    /// A finite number in `[min, max]`.
+    pub fn f64(&mut self, key: &'static str, default: f64, min: f64, max: f64) -> Result<f64, PolicyError> {
+        self.used.push(key);
+        let Some(value) = self.all.get(key) else { return Ok(default) };
+        match value.parse::<f64>() {
+            Ok(x) if x.is_finite() && (min..=max).contains(&x) => Ok(x),
+            _ => Err(self.bad(key, value, format!("expected a number from {min} to {max}"))),
+        }
+    }
+
     /// One of `allowed` (the first is the default).
     pub fn choice(
         &mut self,
@@ -155,10 +165,10 @@ pub const LAS_QUANTUM: Span = Span(300 * cotenant_core::MICROS_PER_SECOND);
 
 /// All policies, in the order `cotenant policies` lists them.
 pub fn policies() -> &'static [PolicyInfo] {
-    &POLICIES
+    POLICIES
 }
 
-static POLICIES: [PolicyInfo; 22] = [
+static POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
         name: "fifo",
         summary: "first come first served, non-preemptive; the first job that does not fit blocks the queue",
@@ -293,16 +303,52 @@ static POLICIES: [PolicyInfo; 22] = [
             Ok(Box::new(crate::kueue::Kueue::new(p.placement, config, grace, check)))
         },
     },
+    PolicyInfo {
+        name: "evalstop",
+        summary: "EvalStop wrapper, written evalstop(BASE) around any policy above (plain evalstop: srtf): ends a job after k consecutive declining evaluations, each more than min_drop (options k=2, min_drop=0), keeping its best checkpoint",
+        build: |p, o| wrap_evalstop("evalstop", Box::new(Srtf::new(p.placement)), o),
+    },
 ];
 
+/// Wraps `base` in EvalStop with the options `k` and `min_drop`.
+fn wrap_evalstop(
+    name: &'static str,
+    base: Box<dyn Policy>,
+    o: &mut Options<'_>,
+) -> Result<Box<dyn Policy>, PolicyError> {
+    let k = o.u32("k", crate::evalstop::DEFAULT_K)?;
+    let max_k = cotenant_core::eval::EVAL_TAIL as u32 - 1;
+    if !(1..=max_k).contains(&k) {
+        return Err(o.bad(
+            "k",
+            &k.to_string(),
+            format!("must be from 1 to {max_k} (core::eval::EVAL_TAIL - 1)"),
+        ));
+    }
+    let min_drop = o.f64("min_drop", 0.0, 0.0, f64::MAX)?;
+    Ok(Box::new(crate::evalstop::EvalStop::new(name, base, k, min_drop)))
+}
+
 /// Builds the policy called `name`.
+///
+/// `evalstop(BASE)` wraps the policy BASE in EvalStop; BASE reads its own
+/// options as usual and the wrapper adds its own.
 pub fn build(name: &str, params: &PolicyParams) -> Result<Box<dyn Policy>, PolicyError> {
-    let info = policies().iter().find(|p| p.name == name).ok_or_else(|| PolicyError::Unknown {
-        name: name.to_string(),
-        known: policies().iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
-    })?;
-    let mut options = Options { policy: info.name, all: &params.options, used: Vec::new() };
-    let policy = (info.build)(params, &mut options)?;
+    let wrapped = crate::evalstop::base_name(name);
+    let base = wrapped.unwrap_or(name);
+    let info = policies()
+        .iter()
+        .find(|p| p.name == base && !(wrapped.is_some() && p.name == "evalstop"))
+        .ok_or_else(|| PolicyError::Unknown {
+            name: name.to_string(),
+            known: policies().iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+        })?;
+    let label = if wrapped.is_some() { crate::evalstop::intern(name) } else { info.name };
+    let mut options = Options { policy: label, all: &params.options, used: Vec::new() };
+    let mut policy = (info.build)(params, &mut options)?;
+    if wrapped.is_some() {
+        policy = wrap_evalstop(label, policy, &mut options)?;
+    }
     options.finish()?;
     Ok(policy)
 }

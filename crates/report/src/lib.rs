@@ -12,6 +12,7 @@
 //! - [`sim_report`], [`sweep_report`]: the report sections of those results.
 
 pub mod analysis;
+pub mod evalstop;
 pub mod figure;
 pub mod html;
 pub mod jobs_csv;

@@ -11,6 +11,7 @@ use cotenant_core::{
 };
 
 use crate::elastic::ElasticModel;
+use crate::evalstop::{CurveError, EvalCurves, EvalPoint};
 use crate::rates::{Placed, RateModel};
 use crate::usage::UsageTracker;
 use crate::world::{Overheads, WorldJob};
@@ -35,6 +36,9 @@ pub struct SimConfig {
     pub max_steps: Option<u64>,
     /// Scaling curve and resize costs of elastic jobs (EDL).
     pub elastic: ElasticModel,
+    /// Evaluation-score curves of the jobs that report evaluations as they run
+    /// (RLHF jobs, `evalstop`); `None`: no job does.
+    pub evals: Option<std::sync::Arc<EvalCurves>>,
 }
 
 impl Default for SimConfig {
@@ -48,6 +52,7 @@ impl Default for SimConfig {
             watch: None,
             max_steps: None,
             elastic: ElasticModel::default(),
+            evals: None,
         }
     }
 }
@@ -65,6 +70,8 @@ pub enum SimError {
     Unsorted { position: usize, id: JobId },
     #[error("policy {policy} made {count} invalid decisions; the first: {first:?}")]
     PolicyViolations { policy: String, count: usize, first: Violation },
+    #[error("invalid evaluation curve: {0}")]
+    EvalCurve(#[from] CurveError),
 }
 
 /// How a job left the run.
@@ -166,6 +173,8 @@ pub struct SimResult {
     pub watched: Vec<WatchPoint>,
     /// Set when the run stopped with work left (a limit or the horizon).
     pub early_stop: Option<EarlyStop>,
+    /// Evaluations reported to the engine, in order (empty without `SimConfig::evals`).
+    pub evaluations: Vec<EvalPoint>,
 }
 
 /// The watched job's state from `at` on.
@@ -192,6 +201,12 @@ enum Event {
         generation: u32,
     },
     Wakeup,
+    /// The job's run reaches evaluation `index` of its curve (`SimConfig::evals`).
+    Eval {
+        job: JobId,
+        generation: u32,
+        index: u32,
+    },
     /// The time of a finish event that went stale and was taken out of the heap,
     /// put back so that the loop stops at it as it would have at the event.
     Stale,
@@ -208,6 +223,9 @@ pub fn simulate(
     progress: &mut dyn FnMut(SimProgress),
 ) -> Result<SimResult, SimError> {
     validate(jobs, tenants)?;
+    if let Some(curves) = &config.evals {
+        curves.validate(jobs)?;
+    }
     let cluster = Cluster::new(cluster)?;
     let mut run = Run::new(jobs, tenants, cluster, policy, rates, config);
     run.event_loop(progress);
@@ -283,6 +301,9 @@ struct Run<'a> {
     watched: Vec<WatchPoint>,
     /// Each job's current share of GPUs in the usage tracker, in half GPUs.
     held_half_gpus: Vec<u32>,
+    /// Evaluations reported so far; jobs evaluated in this step (their next one is queued after it).
+    evaluations: Vec<EvalPoint>,
+    evaluated: Vec<(JobId, u32)>,
 }
 
 impl<'a> Run<'a> {
@@ -337,6 +358,8 @@ impl<'a> Run<'a> {
             log: config.record.then(RunLog::default),
             watched: Vec::new(),
             held_half_gpus: vec![0; jobs.len()],
+            evaluations: Vec::new(),
+            evaluated: Vec::new(),
         }
     }
 
@@ -483,8 +506,13 @@ impl<'a> Run<'a> {
                     inputs.push(Input::JobFinished { job });
                 }
                 Event::Wakeup if self.engine.next_wakeup() == Some(now) => wakeup = true,
+                Event::Eval { job, generation, index }
+                    if self.world[job.index()].generation == generation =>
+                {
+                    inputs.push(self.evaluate(now, job, index));
+                }
                 Event::Finish { .. } => self.stale_in_heap -= 1,
-                Event::Wakeup | Event::Stale => {}
+                Event::Wakeup | Event::Stale | Event::Eval { .. } => {}
             }
         }
         while let Some(job) = self.jobs.get(self.next_arrival).filter(|j| j.arrival == now) {
@@ -526,6 +554,7 @@ impl<'a> Run<'a> {
             log.steps.push((now, input, commands));
         }
         self.usage.free_gpus = self.engine.cluster().free_gpus();
+        self.queue_next_evals(now);
         self.watch(now);
         if !reports.is_empty() {
             let input = Input::Batch(reports);
@@ -590,10 +619,12 @@ impl<'a> Run<'a> {
         // Reported so that extrapolation is exact once the restore is over.
         let restore_secs = (world.productive_from - now).as_secs_f64();
         let report = Input::Progress { job, work_done: world.saved - rate * restore_secs, rate };
+        let (from, saved) = (world.productive_from, world.saved);
         if let Some(at) = finish {
             self.push(at, Event::Finish { job, generation });
             self.finish_queued[job.index()] = true;
         }
+        self.queue_eval(job, from, saved);
         self.records[job.index()].first_start.get_or_insert(now);
         self.usage.tenant_waiting[spec.tenant.index()] -= 1;
         self.set_half_gpus(job);
@@ -625,6 +656,7 @@ impl<'a> Run<'a> {
             self.push(at, Event::Finish { job, generation });
             self.finish_queued[job.index()] = true;
         }
+        self.queue_eval(job, now.max(self.world[job.index()].productive_from), done);
         self.set_half_gpus(job);
         Some(Input::Progress { job, work_done: done, rate })
     }
@@ -656,9 +688,46 @@ impl<'a> Run<'a> {
             self.finish_queued[job.index()] = true;
         }
         self.set_half_gpus(job);
+        // Evaluations (RLHF jobs) resume on the new rate once the phases are over.
+        self.queue_eval(job, resumes_at, done_then);
         // Reported so that extrapolation is exact once the phases are over.
         let ahead = (resumes_at - now).as_secs_f64();
         Some(Input::Progress { job, work_done: done_then - rate * ahead, rate })
+    }
+
+    /// Queues the job's next evaluation after `done` work units at `from`, if it has a curve.
+    fn queue_eval(&mut self, job: JobId, from: Time, done: f64) {
+        let Some(curve) = self.config.evals.as_ref().and_then(|c| c.get(job)) else { return };
+        let world = &self.world[job.index()];
+        let generation = world.generation;
+        if let Some((index, at)) = curve.next_eval(self.jobs[job.index()].work, from, done, world.rate) {
+            self.push(at, Event::Eval { job, generation, index });
+        }
+    }
+
+    /// The world evaluates the job's checkpoint at evaluation `index`: the input for the engine.
+    fn evaluate(&mut self, now: Time, job: JobId, index: u32) -> Input {
+        let curve = self.config.evals.as_ref().and_then(|c| c.get(job)).expect("queued with a curve");
+        let work = curve.eval_work(index, self.jobs[job.index()].work);
+        let score = curve.score(index);
+        self.evaluations.push(EvalPoint { job, at: now, index, work, score });
+        self.evaluated.push((job, index));
+        Input::Evaluated { job, work_done: work, score }
+    }
+
+    /// After a step: the next evaluation of each job evaluated in it that still runs.
+    fn queue_next_evals(&mut self, now: Time) {
+        for (job, index) in std::mem::take(&mut self.evaluated) {
+            if self.world[job.index()].running {
+                let work = self
+                    .config
+                    .evals
+                    .as_ref()
+                    .and_then(|c| c.get(job))
+                    .map(|c| c.eval_work(index, self.jobs[job.index()].work));
+                self.queue_eval(job, now, work.unwrap_or(0.0));
+            }
+        }
     }
 
     /// Brings the usage tracker in line with the job's current share of its GPUs.
@@ -751,6 +820,7 @@ impl<'a> Run<'a> {
             log: self.log,
             watched: self.watched,
             early_stop: self.early_stop,
+            evaluations: self.evaluations,
         })
     }
 }

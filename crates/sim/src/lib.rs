@@ -8,6 +8,7 @@
 
 pub mod driver;
 pub mod elastic;
+pub mod evalstop;
 pub mod gavel_rates;
 pub mod metrics;
 pub mod rates;

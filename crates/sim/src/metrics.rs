@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use cotenant_core::MICROS_PER_SECOND;
+use cotenant_core::{EndReason, MICROS_PER_SECOND};
 
 use crate::driver::{EarlyStop, JobRecord, Outcome, SimResult};
 
@@ -121,7 +121,14 @@ pub fn summarize(result: &SimResult) -> Summary {
     let mut ended = BTreeMap::new();
     for job in jobs {
         if let Outcome::Ended(reason) = job.outcome {
-            *ended.entry(reason.to_string()).or_insert(0) += 1;
+            // Early stops name each job's best checkpoint: one note for all of them.
+            let key = match reason {
+                EndReason::EvalDeclined { .. } => {
+                    "evalstop: declining evaluations, best checkpoint kept (per job: --jobs-csv)".to_string()
+                }
+                _ => reason.to_string(),
+            };
+            *ended.entry(key).or_insert(0) += 1;
         }
     }
     let mut unfinished_reasons: BTreeMap<String, usize> = BTreeMap::new();

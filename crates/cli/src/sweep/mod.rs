@@ -274,6 +274,7 @@ impl SimSweep {
         let run = self.run_args(cell);
         let mut config = sim_config(&run)?;
         config.max_steps = self.args.max_steps;
+        config.evals = prepared.evals.clone();
         let mut policies = build_policies(&run, prepared)?;
         if cell.policy >= policies.len() {
             bail!("internal: policy {} of {}", cell.policy, policies.len());
@@ -309,6 +310,7 @@ fn reshape_prepared(base: &Prepared, jitter: Option<u64>, factor: f64) -> Result
         cluster_rule: base.cluster_rule.clone(),
         notes: base.notes.clone(),
         declared_tenants: base.declared_tenants.clone(),
+        evals: base.evals.clone(),
     })
 }
 

@@ -1,0 +1,121 @@
+//! Evaluation scores the world reports while a job runs (an RLHF job's
+//! held-out reward or win rate at a checkpoint), kept on the engine's
+//! [`crate::JobState`] so that policies can read them.
+//!
+//! The engine keeps a bounded summary, not the whole history: the count, the
+//! best evaluation (its checkpoint is the one an early stop keeps) and the
+//! latest [`EVAL_TAIL`] evaluations, enough for any decline test a policy runs.
+
+use std::collections::VecDeque;
+
+use crate::time::Time;
+
+/// Latest evaluations kept per job: a decline test looks back at most this many.
+pub const EVAL_TAIL: usize = 32;
+
+/// One evaluation: `score` of the checkpoint at `work` units of progress, reported at `at`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Evaluation {
+    pub at: Time,
+    pub work: f64,
+    pub score: f64,
+    /// 1 for the job's first evaluation, counting on.
+    pub index: u32,
+}
+
+/// A job's evaluations so far, as a bounded summary.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EvalHistory {
+    count: u32,
+    best: Option<Evaluation>,
+    tail: VecDeque<Evaluation>,
+}
+
+impl EvalHistory {
+    /// Records an evaluation; returns whether it was taken. A score that is not
+    /// finite, or one for work at or before the latest evaluated work (a job
+    /// that resumed from an earlier checkpoint reports those points again), is
+    /// ignored.
+    pub fn record(&mut self, at: Time, work: f64, score: f64) -> bool {
+        let newer = self.tail.back().is_none_or(|last| work > last.work);
+        if !(score.is_finite() && work.is_finite() && newer) {
+            return false;
+        }
+        self.count += 1;
+        let evaluation = Evaluation { at, work, score, index: self.count };
+        if self.best.is_none_or(|best| score > best.score) {
+            self.best = Some(evaluation);
+        }
+        if self.tail.len() == EVAL_TAIL {
+            self.tail.pop_front();
+        }
+        self.tail.push_back(evaluation);
+        true
+    }
+
+    /// Evaluations recorded.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The best evaluation so far (the first of equal scores).
+    pub fn best(&self) -> Option<Evaluation> {
+        self.best
+    }
+
+    pub fn last(&self) -> Option<Evaluation> {
+        self.tail.back().copied()
+    }
+
+    /// The latest evaluations, oldest first (at most [`EVAL_TAIL`]).
+    pub fn tail(&self) -> impl Iterator<Item = &Evaluation> {
+        self.tail.iter()
+    }
+
+    /// Consecutive declines at the end of the history: how many of the latest
+    /// evaluations each scored more than `min_drop` below the one before.
+    /// At most `EVAL_TAIL - 1`.
+    pub fn declines(&self, min_drop: f64) -> u32 {
+        let scores: Vec<f64> = self.tail.iter().map(|e| e.score).collect();
+        scores.windows(2).rev().take_while(|w| w[1] < w[0] - min_drop).count() as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(scores: &[f64]) -> EvalHistory {
+        let mut history = EvalHistory::default();
+        for (i, &score) in scores.iter().enumerate() {
+            assert!(history.record(Time::from_secs(i as u64), (i + 1) as f64 * 10.0, score));
+        }
+        history
+    }
+
+    #[test]
+    fn declines_count_from_the_end_and_best_is_the_first_maximum() {
+        // 1, 2, 3, 2.5, 2.4: two declines at the end; best is the 3rd (score 3, work 30).
+        let h = history(&[1.0, 2.0, 3.0, 2.5, 2.4]);
+        assert_eq!(h.declines(0.0), 2);
+        assert_eq!(h.best().map(|b| (b.index, b.score, b.work)), Some((3, 3.0, 30.0)));
+        // A drop of 0.1 is not more than min_drop 0.1: only 3 -> 2.5 would count, and it is not last.
+        assert_eq!(h.declines(0.1), 0);
+        // A rise resets the count.
+        assert_eq!(history(&[3.0, 2.0, 2.5]).declines(0.0), 0);
+        assert_eq!(history(&[3.0, 3.0]).declines(0.0), 0);
+    }
+
+    #[test]
+    fn stale_and_non_finite_evaluations_are_ignored_and_the_tail_is_bounded() {
+        let mut h = history(&[1.0, 2.0]);
+        assert!(!h.record(Time::from_secs(9), 20.0, 0.5), "work 20 was evaluated already");
+        assert!(!h.record(Time::from_secs(9), 30.0, f64::NAN));
+        assert_eq!(h.count(), 2);
+        let long: Vec<f64> = (0..100).map(|i| 100.0 - i as f64).collect();
+        let h = history(&long);
+        assert_eq!(h.tail().count(), EVAL_TAIL);
+        assert_eq!(h.declines(0.0), (EVAL_TAIL - 1) as u32);
+        assert_eq!(h.best().map(|b| b.index), Some(1));
+    }
+}
