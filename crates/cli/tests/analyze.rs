@@ -43,8 +43,12 @@ fn numbers(value: &Value, key: &str) -> Vec<f64> {
     value.as_array().expect("array").iter().map(|row| row[key].as_f64().expect("number")).collect()
 }
 
+/// The five-job trace in a file of its own per call: tests run in parallel threads of one
+/// process, and a shared file could be read while another test rewrites it.
 fn five_job_trace() -> String {
-    let dir = temp_dir("analyze-five");
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = temp_dir(&format!("analyze-five-{call}"));
     format!("philly:{}", write(&dir, "five.csv", FIVE_JOBS).display())
 }
 
