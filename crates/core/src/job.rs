@@ -1,6 +1,7 @@
 //! Jobs as submitted, and the reasons a job ends.
 
 use crate::ids::{JobId, TenantId};
+use crate::sharing::GpuMemory;
 use crate::time::{Span, Time};
 
 /// What kind of workload a job is. It selects parameter sets in the world model,
@@ -42,6 +43,8 @@ pub struct JobSpec {
     pub cpus: u32,
     /// Host memory requested in GiB (0: none stated).
     pub memory_gib: u32,
+    /// GPU memory needed on each of its GPUs (0: not stated; `crate::sharing`).
+    pub gpu_memory: GpuMemory,
 }
 
 impl JobSpec {
@@ -59,6 +62,7 @@ impl JobSpec {
             job_type: None,
             cpus: 0,
             memory_gib: 0,
+            gpu_memory: GpuMemory::default(),
         }
     }
 }

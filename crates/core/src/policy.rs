@@ -7,6 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::cluster::Cluster;
 use crate::ids::{GpuId, JobId, TenantId};
 use crate::job::{EndReason, JobSpec};
+use crate::sharing::{Share, Sharing};
 use crate::tenant::TenantSpec;
 use crate::time::{Span, Time};
 
@@ -48,6 +49,8 @@ pub struct JobState {
     pub verdict: Option<WaitReason>,
     /// The job space-sharing this one's GPUs, if any.
     pub partner: Option<JobId>,
+    /// Declared sharing mode and gradient accumulation (`crate::sharing`).
+    pub sharing: Sharing,
 }
 
 impl JobState {
@@ -211,6 +214,9 @@ pub enum Action {
     Preempt { job: JobId },
     /// Remove a job for good (pending or running).
     End { job: JobId, reason: EndReason },
+    /// Start a pending job sharing the GPUs of a running job, in a declared mode
+    /// and with gradient accumulation (`crate::sharing`); memory-checked.
+    Share(Share),
 }
 
 /// What a policy returns: actions, and verdicts for jobs it looked at and left waiting.

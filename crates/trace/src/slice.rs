@@ -370,6 +370,7 @@ fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadRepo
             job_type,
             cpus: r.cpus,
             memory_gib: r.memory_gib,
+            gpu_memory: Default::default(),
         });
         lines.push(r.line);
     }

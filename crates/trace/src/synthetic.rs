@@ -281,6 +281,7 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
             job_type,
             cpus: 0,
             memory_gib: 0,
+            gpu_memory: Default::default(),
         });
     }
     Workload {
