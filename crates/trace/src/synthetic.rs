@@ -153,14 +153,14 @@ fn err(key: &str, message: impl Into<String>) -> TraceError {
     TraceError::config(CONTEXT, key, message)
 }
 
-fn parse_jobs(value: &str) -> Result<usize, TraceError> {
+pub(crate) fn parse_jobs(value: &str) -> Result<usize, TraceError> {
     match value.parse::<usize>() {
         Ok(n) if (1..=MAX_SYNTHETIC_JOBS).contains(&n) => Ok(n),
         _ => Err(err("jobs", format!("expected an integer from 1 to {MAX_SYNTHETIC_JOBS}, got {value:?}"))),
     }
 }
 
-fn parse_rate(value: &str) -> Result<f64, TraceError> {
+pub(crate) fn parse_rate(value: &str) -> Result<f64, TraceError> {
     let (number, per_hour) = match value.split_once('/') {
         None => (value, 1.0),
         Some((n, "h" | "hour")) => (n, 1.0),
@@ -298,7 +298,7 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
 }
 
 /// An exponential gap with the given mean, in whole microseconds.
-fn exponential_us(rng: &mut ChaCha8Rng, mean_secs: f64) -> u64 {
+pub(crate) fn exponential_us(rng: &mut ChaCha8Rng, mean_secs: f64) -> u64 {
     // 1 - U lies in (0, 1], so the logarithm is finite.
     let u: f64 = rng.random();
     let secs = -(1.0 - u).ln() * mean_secs;
