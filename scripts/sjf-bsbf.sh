@@ -47,14 +47,15 @@ cat >"$TMP/reading.md" <<'MD'
 - **Why BSBF ties FFS under MPS.** Our MPS factors are at most 1.49, and the share test
   accepts almost every pair below about 1.5 (for a short newcomer beside a long resident it
   accepts far higher ones), so SJF-BSBF refuses little that SJF-FFS takes; what remains is the
-  choice among partners, and the smallest `t_con` favours long residents, which can leave a
-  GPU busier for longer than first fit. Under time-slicing two busy models interfere by up to
-  1.86, the share test refuses those pairs, and BSBF wins. The paper's up-to-17% implies
+  choice among partners (smallest `t_con`, which favours residents with little time left,
+  against first fit by job id), and under MPS it makes no difference beyond the seed spread.
+  Under time-slicing two busy models interfere by up to 1.86, the share test refuses those
+  pairs, and BSBF wins. The paper's up-to-17% implies
   measured interference that often makes sharing harmful; our table is reconstructed (see
   Setup), so this is the number most sensitive to data we do not have.
-- **Gradient accumulation** lets the large models share (GPT-2 medium beside BERT needs
-  k = 2; two GPT-2 jobs need k = 16 to fit in 48 GiB), each extra micro-batch costing 5%
-  (an assumed figure).
+- **Gradient accumulation** lets the large models share (GPT-2 medium joining BERT, or BERT
+  joining GPT-2 medium, needs k = 2; two GPT-2 jobs need k = 16 to fit in 48 GiB), each
+  extra micro-batch costing 5% (an assumed figure).
 - **Not modelled:** sharing between jobs of different GPU counts (a job shares with one
   partner of its own width; core::sharing says why), memory fragmentation, and the paper's
   own Tiresias settings (we use cotenant's defaults: thresholds 1 h and 10 h GPU-time).
