@@ -28,9 +28,10 @@ pub const MAX_MODELS: usize = 256;
 /// Largest accepted xi: a job 100 times slower beside a partner is not sharing.
 pub const MAX_XI: f64 = 100.0;
 
-/// A table that cannot be read: the file, line and field, and what is wrong.
+/// A table that cannot be read: the file, line (0: the file as a whole) and
+/// field, and what is wrong.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{file} line {line}, field {field}: {problem}")]
+#[error("{file}{}, field {field}: {problem}", if *line > 0 { format!(" line {line}") } else { String::new() })]
 pub struct InterferenceError {
     pub file: String,
     pub line: usize,
@@ -220,6 +221,8 @@ mod tests {
         assert!(e.problem.contains("already given on line 8"), "{e}");
         let e = error("time-slice a a 1\n");
         assert_eq!((e.line, e.field.as_str()), (1, "models"));
+        let e = error("# nothing\n");
+        assert_eq!(e.to_string(), "t.txt, field models: no 'models' record: the file declares no models");
         let e = error(&GOOD.replace("0.1", "lots"));
         assert_eq!((e.line, e.field.as_str()), (3, "accumulation-overhead"));
     }

@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::cluster_config::key_values;
-use crate::synthetic::{exponential_us, parse_jobs, parse_rate};
+use crate::synthetic::{next_arrival_us, parse_jobs, parse_rate};
 use crate::{TraceError, Workload};
 
 /// One model of the mix: name (with batch), GPU memory per GPU, seconds per iteration alone.
@@ -90,9 +90,7 @@ pub fn generate_sharing_mix(spec: &SharingMixSpec) -> Workload {
     let mut arrival_us: u64 = 0;
     let mut jobs = Vec::with_capacity(spec.jobs);
     for i in 0..spec.jobs {
-        if i > 0 {
-            arrival_us = arrival_us.saturating_add(exponential_us(&mut rng, mean_gap_secs));
-        }
+        arrival_us = next_arrival_us(&mut rng, arrival_us, i, mean_gap_secs);
         let m = rng.random_range(0..MODELS.len());
         let gpus = draw_gpus(rng.random());
         let (lo, hi) = RUN_SECS;

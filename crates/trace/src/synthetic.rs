@@ -262,9 +262,7 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
     let mut arrival_us: u64 = 0;
     let mut jobs = Vec::with_capacity(spec.jobs);
     for i in 0..spec.jobs {
-        if i > 0 {
-            arrival_us = arrival_us.saturating_add(exponential_us(&mut rng, mean_gap_secs));
-        }
+        arrival_us = next_arrival_us(&mut rng, arrival_us, i, mean_gap_secs);
         let tenant = rng.random_range(0..tenants.len()) as u32;
         let secs = draw_duration_secs(&mut rng, &spec.durations);
         let gpus = draw_gpus(&mut rng, &spec.gpus);
@@ -297,8 +295,17 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
     }
 }
 
+/// Poisson arrivals: job 0 at `previous_us` (0), each later one an exponential gap
+/// with the given mean after the one before.
+pub(crate) fn next_arrival_us(rng: &mut ChaCha8Rng, previous_us: u64, i: usize, mean_gap_secs: f64) -> u64 {
+    match i {
+        0 => previous_us,
+        _ => previous_us.saturating_add(exponential_us(rng, mean_gap_secs)),
+    }
+}
+
 /// An exponential gap with the given mean, in whole microseconds.
-pub(crate) fn exponential_us(rng: &mut ChaCha8Rng, mean_secs: f64) -> u64 {
+fn exponential_us(rng: &mut ChaCha8Rng, mean_secs: f64) -> u64 {
     // 1 - U lies in (0, 1], so the logarithm is finite.
     let u: f64 = rng.random();
     let secs = -(1.0 - u).ln() * mean_secs;
