@@ -89,6 +89,7 @@ pub fn prepare(args: &WorkloadArgs) -> Result<Prepared> {
     };
     let mut cluster = cluster;
     fill_gpu_memory(&mut cluster);
+    crate::interference::check_gpu_memory(&workload, &cluster)?;
     apply_tenant_config(&mut workload.tenants, &tenants, &mut notes);
     if kind == Some(TraceKind::Philly) && tenants.is_empty() {
         let vc_path = args.quotas.clone().or_else(|| find_vc_file(trace_path.as_deref()));

@@ -70,3 +70,12 @@ fn sharing_policies_need_a_table() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("needs an interference table (--interference FILE)"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_job_larger_than_every_gpu_is_refused_before_the_run() {
+    let out =
+        cotenant(&["sim", "--synthetic", "sjf-bsbf,jobs=50", "--cluster", "k80=16", "--policy", "fifo"]);
+    assert_eq!(out.status.code(), Some(1));
+    let wanted = "needs 34 GiB of GPU memory per GPU, but the cluster's largest GPU has 24 GiB";
+    assert!(stderr(&out).contains(wanted), "{}", stderr(&out));
+}
