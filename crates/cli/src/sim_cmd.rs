@@ -71,6 +71,10 @@ pub struct RunArgs {
     /// queues (nominal GPUs per type, cohort, borrowing limit) for kueue.
     #[arg(long, value_name = "PATH")]
     pub tenant_config: Option<PathBuf>,
+    /// GPU-sharing interference table (docs/policies.md, sjf-bsbf): jobs sharing GPUs run
+    /// xi times slower, and the sharing policies (sjf-bsbf, sjf-ffs) read it.
+    #[arg(long, value_name = "PATH", conflicts_with = "throughputs")]
+    pub interference: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -291,6 +295,11 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
         options,
         job_types: prepared.workload.job_types.clone(),
         throughputs,
+        interference: run
+            .interference
+            .as_deref()
+            .map(|p| crate::interference::load(p, prepared))
+            .transpose()?,
         ..PolicyParams::default()
     };
     let params = with_tenant_config(params, run, prepared)?;
@@ -396,6 +405,10 @@ pub fn load_throughputs(run: &RunArgs) -> Result<Option<cotenant_perf::throughpu
 
 /// Rates from `--throughputs` (checked against every job), else the reference rate.
 pub fn rate_model(run: &RunArgs, prepared: &Prepared) -> Result<Box<dyn RateModel>> {
+    if let Some(path) = &run.interference {
+        let table = crate::interference::load(path, prepared)?;
+        return Ok(Box::new(crate::interference::rates(&table)));
+    }
     let Some(table) = load_throughputs(run)? else { return Ok(Box::new(ReferenceRate)) };
     cotenant_trace::gavel_throughputs::check_workload_rates(
         &prepared.workload,

@@ -25,7 +25,8 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "KIND:PATH")]
     pub trace: Option<String>,
     /// Generate a workload instead: key=value pairs, e.g.
-    /// `jobs=1000,rate=20/h,seed=1,tenants=4,weights=1:1:2:4,durations=gavel,gpus=gavel`.
+    /// `jobs=1000,rate=20/h,seed=1,tenants=4,weights=1:1:2:4,durations=gavel,gpus=gavel`;
+    /// or SJF-BSBF's model mix with GPU memory needs: `sjf-bsbf[,jobs=1000,rate=50/h,seed=1]`.
     #[arg(long, value_name = "SPEC", conflicts_with = "trace")]
     pub synthetic: Option<String>,
     /// Generate the EvalStop setup instead: RLHF jobs that report evaluation scores as
@@ -104,6 +105,9 @@ pub fn prepare(args: &WorkloadArgs) -> Result<Prepared> {
             (spec, Vec::new(), rule)
         }
     };
+    let mut cluster = cluster;
+    fill_gpu_memory(&mut cluster);
+    crate::interference::check_gpu_memory(&workload, &cluster)?;
     apply_tenant_config(&mut workload.tenants, &tenants, &mut notes);
     if kind == Some(TraceKind::Philly) && tenants.is_empty() {
         let vc_path = args.quotas.clone().or_else(|| find_vc_file(trace_path.as_deref()));
@@ -124,6 +128,10 @@ pub fn prepare(args: &WorkloadArgs) -> Result<Prepared> {
 }
 
 fn load(args: &WorkloadArgs) -> Result<(Workload, Option<TraceKind>, Option<PathBuf>)> {
+    if let Some(rest) = args.synthetic.as_deref().and_then(|spec| spec.strip_prefix("sjf-bsbf")) {
+        let spec = cotenant_trace::SharingMixSpec::parse(rest)?;
+        return Ok((cotenant_trace::generate_sharing_mix(&spec), None, None));
+    }
     if let Some(spec) = &args.synthetic {
         let spec = SyntheticSpec::parse(spec)?;
         return Ok((generate(&spec), None, None));
@@ -200,6 +208,15 @@ pub fn size_cluster(workload: &Workload, load: f64) -> Result<(ClusterSpec, Stri
 fn find_vc_file(trace: Option<&Path>) -> Option<PathBuf> {
     let dir = trace?.parent()?;
     ["philly_vc.csv", "philly_vc.csv.gz"].iter().map(|f| dir.join(f)).find(|p| p.is_file())
+}
+
+/// GPU memory of each GPU type the perf catalog knows (others stay "not modelled").
+fn fill_gpu_memory(cluster: &mut ClusterSpec) {
+    for (i, name) in cluster.gpu_types.clone().iter().enumerate() {
+        if let Some(gpu) = cotenant_perf::find_gpu(name) {
+            cluster.set_gpu_memory_gib(cotenant_core::GpuTypeId(i as u32), gpu.memory_gib);
+        }
+    }
 }
 
 /// Tenants named in the cluster config override the workload's (matched by name).

@@ -16,6 +16,8 @@ pub struct NodeSpec {
     pub memory_gib: u32,
     /// Rack (or switch) the node hangs off; placement may prefer one rack.
     pub rack: u32,
+    /// Memory of each of its GPUs in GiB (0: not modelled; `crate::sharing`).
+    pub gpu_memory_gib: f64,
 }
 
 /// A cluster as configured: GPU type names and nodes.
@@ -56,7 +58,15 @@ impl ClusterSpec {
                 cpus,
                 memory_gib,
                 rack: n / 16,
+                gpu_memory_gib: 0.0,
             });
+        }
+    }
+
+    /// Sets the GPU memory of every node of `gpu_type` (GiB per GPU; 0: not modelled).
+    pub fn set_gpu_memory_gib(&mut self, gpu_type: GpuTypeId, gib: f64) {
+        for node in self.nodes.iter_mut().filter(|n| n.gpu_type == gpu_type) {
+            node.gpu_memory_gib = gib;
         }
     }
 

@@ -11,6 +11,7 @@ use crate::job::{EndReason, JobSpec};
 use crate::policy::{
     Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
 };
+use crate::sharing::{self, ShareRefusal, Sharing};
 use crate::tenant::TenantSpec;
 use crate::time::Time;
 
@@ -138,6 +139,12 @@ pub enum Violation {
     ResizeOverTenantLimit {
         job: JobId,
         tenant: TenantId,
+    },
+    /// A share (or a start) that does not fit in GPU memory, or asks for an
+    /// accumulation factor out of range (`crate::sharing`).
+    ShareRefused {
+        job: JobId,
+        refusal: ShareRefusal,
     },
 }
 
@@ -365,6 +372,7 @@ impl Engine {
             gpus_since: now,
             resizes: 0,
             evals: Default::default(),
+            sharing: Sharing::default(),
         });
         match never_fits {
             Some(reason) => {
@@ -402,6 +410,7 @@ impl Engine {
         job.progress = Progress { done: job.work_done(now), rate: 0.0, at: now };
         job.phase_since = now;
         let partner = job.partner.take();
+        job.sharing = Sharing::default();
         self.tenant_gpus[job.spec.tenant.index()] -= job.gpus.len() as u32;
         self.cluster.release(id, &job.gpus);
         // Cleared, not freed: a preempted job keeps the allocation for its next start.
@@ -409,6 +418,7 @@ impl Engine {
         if let Some(partner) = partner {
             if let Some(other) = self.job_mut(partner) {
                 other.partner = None;
+                other.sharing.mode = None;
             }
             self.rerate.push(partner);
         }
@@ -470,7 +480,7 @@ impl Engine {
             // Resizes keep the policy's order among starts: it lists the shrinks
             // that make room before the starts, and the growths after them.
             Action::Start { .. } | Action::Resize { .. } => 1,
-            Action::StartShared { .. } => 2,
+            Action::StartShared { .. } | Action::Share(_) => 2,
         };
         // Policies mostly list them in this order already: skip the (allocating) stable sort.
         if !actions.is_sorted_by_key(class) {
@@ -512,32 +522,64 @@ impl Engine {
                     commands.push(Command::Resize { job, gpus, from });
                 }
                 Action::StartShared { job, partner } => {
-                    let gpus = self.job(partner).filter(|p| p.is_running()).map(|p| p.gpus.clone());
-                    let Some(gpus) = gpus else {
-                        self.violations.push(Violation::ShareWithNotRunning { job, partner });
-                        continue;
-                    };
-                    let shareable = self.cluster.can_share(&gpus, partner)
-                        && self.job(partner).is_some_and(|p| p.partner.is_none());
-                    if !shareable {
-                        self.violations.push(Violation::ShareNotPossible { job, partner });
-                        continue;
-                    }
-                    if let Some(violation) = self.check_admission(job, gpus.len() as u32) {
-                        self.violations.push(violation);
-                        continue;
-                    }
-                    self.start(now, job, &gpus);
-                    for (one, other) in [(job, partner), (partner, job)] {
-                        if let Some(state) = self.job_mut(one) {
-                            state.partner = Some(other);
-                        }
-                    }
-                    self.rerate.push(partner);
-                    commands.push(Command::StartShared { job, gpus, partner });
+                    self.start_shared(now, job, partner, Sharing::default(), commands);
+                }
+                Action::Share(share) => {
+                    let sharing = Sharing { mode: Some(share.mode), accumulation: share.accumulation };
+                    self.start_shared(now, share.job, share.partner, sharing, commands);
                 }
             }
         }
+    }
+
+    /// Starts `job` on the GPUs of `partner` (space sharing), if the pair is
+    /// possible and fits in the GPUs' memory; `sharing` is the job's declared mode
+    /// and accumulation, and the partner's mode becomes the same.
+    fn start_shared(
+        &mut self,
+        now: Time,
+        job: JobId,
+        partner: JobId,
+        sharing: Sharing,
+        commands: &mut Vec<Command>,
+    ) {
+        let gpus = self.job(partner).filter(|p| p.is_running()).map(|p| p.gpus.clone());
+        let Some(gpus) = gpus else {
+            self.violations.push(Violation::ShareWithNotRunning { job, partner });
+            return;
+        };
+        let shareable =
+            self.cluster.can_share(&gpus, partner) && self.job(partner).is_some_and(|p| p.partner.is_none());
+        if !shareable {
+            self.violations.push(Violation::ShareNotPossible { job, partner });
+            return;
+        }
+        if let Some(violation) = self.check_admission(job, gpus.len() as u32) {
+            self.violations.push(violation);
+            return;
+        }
+        if let Some(refusal) = self.check_share_memory(job, partner, &gpus, sharing.accumulation) {
+            self.violations.push(Violation::ShareRefused { job, refusal });
+            return;
+        }
+        self.start(now, job, &gpus);
+        for (one, other) in [(job, partner), (partner, job)] {
+            if let Some(state) = self.job_mut(one) {
+                state.partner = Some(other);
+                state.sharing.mode = sharing.mode;
+            }
+        }
+        if let Some(state) = self.job_mut(job) {
+            state.sharing = sharing;
+        }
+        self.rerate.push(partner);
+        commands.push(Command::StartShared { job, gpus, partner });
+    }
+
+    fn check_share_memory(&self, job: JobId, partner: JobId, gpus: &[GpuId], k: u32) -> Option<ShareRefusal> {
+        let (job, partner) = (self.job(job)?, self.job(partner)?);
+        let resident_gib = partner.spec.gpu_memory.need_gib(partner.sharing.accumulation);
+        sharing::check_share(&self.cluster, gpus, k, job.spec.gpu_memory, resident_gib)
     }
 
     fn check_start(&self, id: JobId, gpus: &[GpuId]) -> Option<Violation> {
@@ -546,6 +588,10 @@ impl Engine {
         }
         if !self.cluster.can_take(gpus) {
             return Some(Violation::StartGpusUnavailable { job: id, gpus: gpus.to_vec() });
+        }
+        let need_gib = self.job(id)?.spec.gpu_memory.need_gib(1);
+        if let Some(refusal) = sharing::check_memory(&self.cluster, gpus, need_gib) {
+            return Some(Violation::ShareRefused { job: id, refusal });
         }
         None
     }

@@ -2,6 +2,7 @@
 
 use crate::elastic::Elastic;
 use crate::ids::{JobId, TenantId};
+use crate::sharing::GpuMemory;
 use crate::time::{Span, Time};
 
 /// What kind of workload a job is. It selects parameter sets in the world model,
@@ -45,6 +46,8 @@ pub struct JobSpec {
     pub memory_gib: u32,
     /// GPU counts an elastic job accepts (`None`: rigid, exactly `gpus`).
     pub elastic: Option<Elastic>,
+    /// GPU memory needed on each of its GPUs (0: not stated; `crate::sharing`).
+    pub gpu_memory: GpuMemory,
 }
 
 impl JobSpec {
@@ -63,6 +66,7 @@ impl JobSpec {
             cpus: 0,
             memory_gib: 0,
             elastic: None,
+            gpu_memory: GpuMemory::default(),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod job;
 pub mod limits;
 pub mod placement;
 pub mod policy;
+pub mod sharing;
 pub mod tenant;
 pub mod time;
 
@@ -27,5 +28,6 @@ pub use policy::{
     Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
     WaitReason,
 };
+pub use sharing::{GpuMemory, Share, ShareRefusal, Sharing, SharingMode};
 pub use tenant::TenantSpec;
 pub use time::{Span, Time, MICROS_PER_SECOND};

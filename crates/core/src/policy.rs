@@ -8,6 +8,7 @@ use crate::cluster::Cluster;
 use crate::eval::EvalHistory;
 use crate::ids::{GpuId, JobId, TenantId};
 use crate::job::{EndReason, JobSpec};
+use crate::sharing::{Share, Sharing};
 use crate::tenant::TenantSpec;
 use crate::time::{Span, Time};
 
@@ -56,6 +57,8 @@ pub struct JobState {
     pub resizes: u32,
     /// Evaluation scores the world reported while the job ran (`Input::Evaluated`).
     pub evals: EvalHistory,
+    /// Declared sharing mode and gradient accumulation (`crate::sharing`).
+    pub sharing: Sharing,
 }
 
 impl JobState {
@@ -225,6 +228,9 @@ pub enum Action {
     /// Run an elastic job on exactly these GPUs from now on: the ones it keeps
     /// plus free ones it adds (scale-out), without the ones it drops (scale-in).
     Resize { job: JobId, gpus: Vec<GpuId> },
+    /// Start a pending job sharing the GPUs of a running job, in a declared mode
+    /// and with gradient accumulation (`crate::sharing`); memory-checked.
+    Share(Share),
 }
 
 /// What a policy returns: actions, and verdicts for jobs it looked at and left waiting.

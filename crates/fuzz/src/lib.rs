@@ -60,6 +60,8 @@ pub enum Entry {
     TenantConfig,
     /// `gavel_throughputs::parse_gavel_throughputs`.
     Throughputs,
+    /// `cotenant_sim::sharing::parse_interference` (the GPU-sharing interference table).
+    Interference,
     /// `cotenant report`'s inputs (saved sim and serve-sim runs, sweep results),
     /// read and, when they read, rendered into a report page.
     Results,
@@ -188,6 +190,12 @@ pub fn targets(data: &Path) -> Vec<Target> {
             seeds: with(Vec::new(), THROUGHPUTS_HAND),
         },
         Target {
+            name: "interference",
+            file_name: "interference.txt",
+            entry: Entry::Interference,
+            seeds: with(bundled("sjf-bsbf/interference.txt"), INTERFERENCE_HAND),
+        },
+        Target {
             name: "results",
             file_name: "results.json",
             entry: Entry::Results,
@@ -203,6 +211,31 @@ pub fn targets(data: &Path) -> Vec<Target> {
             seeds: with(Vec::new(), TENANT_HAND),
         },
     ]
+}
+
+const INTERFERENCE_HAND: &[&str] = &["models a b # two\naccumulation-overhead 0.05\n\
+     time-slice a a 1.9\ntime-slice a b 1.3\ntime-slice b a 1.6\ntime-slice b b 1.9\n\
+     mps a a 1.5\nmps a b 1.1\nmps b a 1.2\nmps b b 1.5\n"];
+
+/// A table that parsed keeps its limits: every xi in [1, MAX_XI], at most MAX_MODELS models.
+fn check_interference(table: &cotenant_core::sharing::InterferenceTable) -> Vec<String> {
+    use cotenant_sim::sharing::{MAX_MODELS, MAX_XI};
+    let n = table.models.len();
+    let mut problems = Vec::new();
+    if n == 0 || n > MAX_MODELS {
+        problems.push(format!("{n} models (limit {MAX_MODELS})"));
+    }
+    for mode in cotenant_core::SharingMode::ALL {
+        for a in 0..n {
+            for b in 0..n {
+                match table.xi(mode, a, b) {
+                    Some(xi) if (1.0..=MAX_XI).contains(&xi) => {}
+                    other => problems.push(format!("xi {} {a}|{b} = {other:?}", mode.name())),
+                }
+            }
+        }
+    }
+    problems
 }
 
 const PHILLY_HAND: &[&str] = &[
@@ -408,6 +441,11 @@ fn call(entry: Entry, file_name: &str, path: &Path, input: &[u8]) -> Outcome {
                 } else {
                     Ok(check_cluster(&cotenant_trace::parse_cluster_inline(&text)?))
                 }
+            }
+            Entry::Interference => {
+                let text = String::from_utf8_lossy(input);
+                let table = cotenant_sim::sharing::parse_interference(&text, file_name)?;
+                Ok(check_interference(&table))
             }
             Entry::Throughputs => {
                 let text = String::from_utf8_lossy(input);

@@ -60,6 +60,8 @@ impl GpuSpec {
 /// - K80: "24 GB of GDDR5" per board (NVIDIA Tesla K80 datasheet), 24 GiB; the board is
 ///   two GK210 GPUs of 12 GiB each, and like its throughput and bandwidth the figure is
 ///   the board's (the cluster side schedules K80 boards).
+/// - A6000: "48 GB GDDR6" (NVIDIA RTX A6000 datasheet), 48 GiB; 154.8 dense fp16 tensor
+///   TFLOPS, 768 GB/s, 112.5 GB/s NVLink bridge. The SJF-BSBF paper's 48 GB GPU.
 pub const GPU_CATALOG: &[GpuSpec] = &[
     gpu("A100-80G", 312.0, 2.039, 80.0, 300.0),
     gpu("A100-40G", 312.0, 1.555, 40.0, 300.0),
@@ -69,6 +71,7 @@ pub const GPU_CATALOG: &[GpuSpec] = &[
     gpu("V100", 125.0, 0.9, 32.0, 150.0),
     gpu("P100", 18.7, 0.732, 16.0, 80.0),
     gpu("K80", 8.7, 0.48, 24.0, 16.0),
+    gpu("A6000", 154.8, 0.768, 48.0, 112.5),
 ];
 
 /// Case-insensitive lookup that ignores `-`, `_` and spaces, and accepts the common

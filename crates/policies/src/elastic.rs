@@ -253,6 +253,7 @@ mod tests {
             gpus_since: Time::ZERO,
             resizes: 0,
             evals: Default::default(),
+            sharing: Default::default(),
         }
     }
 

@@ -91,7 +91,9 @@ impl Policy for EvalStop {
             Action::Preempt { job } | Action::End { job, .. } | Action::Resize { job, .. } => {
                 !ended.contains(job)
             }
-            Action::StartShared { partner, .. } => !ended.contains(partner),
+            Action::StartShared { partner, .. } | Action::Share(cotenant_core::Share { partner, .. }) => {
+                !ended.contains(partner)
+            }
             Action::Start { .. } => true,
         });
         let mut actions = stops;

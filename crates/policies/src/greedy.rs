@@ -57,6 +57,16 @@ pub(crate) struct StartPass<'v> {
 }
 
 impl<'v> StartPass<'v> {
+    /// Records a share the caller chose for a job this pass left waiting: its
+    /// tenant's ledger takes the GPUs (a shared GPU counts fully), its verdict goes.
+    pub(crate) fn push_share(&mut self, share: cotenant_core::Share) {
+        self.ledger.add(self.view, share.job, self.view.job(share.job).spec.gpus);
+        if self.decision.waiting.last().is_some_and(|(id, _)| *id == share.job) {
+            self.decision.waiting.pop();
+        }
+        self.decision.actions.push(Action::Share(share));
+    }
+
     pub(crate) fn new(view: &'v ClusterView<'v>, placement: Placement) -> StartPass<'v> {
         StartPass {
             view,
@@ -306,7 +316,9 @@ pub fn waiting_after(waiting_before: usize, decision: &Decision) -> usize {
     let mut waiting = waiting_before;
     for action in &decision.actions {
         match action {
-            Action::Start { .. } | Action::StartShared { .. } => waiting = waiting.saturating_sub(1),
+            Action::Start { .. } | Action::StartShared { .. } | Action::Share(_) => {
+                waiting = waiting.saturating_sub(1)
+            }
             Action::Preempt { .. } => waiting += 1,
             Action::End { .. } | Action::Resize { .. } => {}
         }

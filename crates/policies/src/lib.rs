@@ -15,6 +15,7 @@ pub mod las;
 pub mod queue;
 pub mod registry;
 pub mod sjf;
+pub mod sjf_bsbf;
 pub mod srtf;
 pub mod tiresias;
 

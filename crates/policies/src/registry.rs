@@ -45,6 +45,8 @@ pub struct PolicyParams {
     pub accounts: Option<crate::fairshare::AccountTree>,
     /// Per-tenant GPU quotas, cohorts and borrowing limits for `kueue`.
     pub quotas: Option<crate::kueue::QuotaConfig>,
+    /// Interference factors per sharing mode, indexed by job type (`sjf-bsbf`, `sjf-ffs`).
+    pub interference: Option<Arc<cotenant_core::sharing::InterferenceTable>>,
 }
 
 /// The options one builder reads, tracking which it used.
@@ -302,6 +304,16 @@ static POLICIES: &[PolicyInfo] = &[
             let config = p.quotas.clone().unwrap_or_default();
             Ok(Box::new(crate::kueue::Kueue::new(p.placement, config, grace, check)))
         },
+    },
+    PolicyInfo {
+        name: "sjf-bsbf",
+        summary: "SJF-BSBF: SJF, non-preemptive; a job that finds no idle GPUs shares a lone resident's GPUs if the share test says both finish sooner, best benefit first, with gradient accumulation to fit GPU memory; needs --interference (option mode=time-slice|mps)",
+        build: |p, o| crate::sjf_bsbf::build(crate::sjf_bsbf::PartnerChoice::BestBenefit, "sjf-bsbf", p, o),
+    },
+    PolicyInfo {
+        name: "sjf-ffs",
+        summary: "SJF-FFS: SJF with first-fit sharing: a job that finds no idle GPUs joins the first lone resident it fits beside in GPU memory, no share test; needs --interference (option mode=time-slice|mps)",
+        build: |p, o| crate::sjf_bsbf::build(crate::sjf_bsbf::PartnerChoice::FirstFit, "sjf-ffs", p, o),
     },
     PolicyInfo {
         name: "evalstop",

@@ -334,7 +334,9 @@ impl Tiresias {
         let mut preempted_front: Vec<(Key, JobId)> = Vec::new();
         for action in &decision.actions {
             match *action {
-                Action::Start { job, .. } | Action::StartShared { job, .. } => {
+                Action::Start { job, .. }
+                | Action::StartShared { job, .. }
+                | Action::Share(cotenant_core::Share { job, .. }) => {
                     self.on_start(view, job);
                     to_running.push((self.jobs[job.index()].key(), job));
                 }

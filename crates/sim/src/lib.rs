@@ -12,6 +12,7 @@ pub mod evalstop;
 pub mod gavel_rates;
 pub mod metrics;
 pub mod rates;
+pub mod sharing;
 pub mod usage;
 pub mod world;
 

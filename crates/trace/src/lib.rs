@@ -23,6 +23,7 @@ mod openb;
 mod philly;
 mod pollux;
 pub mod sacct;
+mod sharing_mix;
 mod slice;
 pub mod suggest;
 mod synthetic;
@@ -45,6 +46,7 @@ pub use openb::{
 pub use philly::{apply_vc_quotas, largest_remainder, read_philly, read_philly_vc, VcNodes};
 pub use pollux::{pollux_gpu_secs, read_pollux, POLLUX_BUCKET_MEDIAN_GPU_SECS};
 pub use sacct::{parse_sacct, read_sacct, SACCT_COMMAND};
+pub use sharing_mix::{generate_sharing_mix, MixModel, SharingMixSpec, MODELS as SHARING_MIX_MODELS};
 pub use slice::{Slice, SliceBound};
 pub use synthetic::{generate, DurationDist, GpuDist, SyntheticSpec, MAX_SYNTHETIC_JOBS};
 pub use tiresias::read_tiresias;

@@ -240,6 +240,7 @@ pub fn parse_openb_nodes(path: &Path, bytes: Vec<u8>) -> Result<(ClusterSpec, Ve
             cpus: (cpu_milli / 1000).min(u64::from(u32::MAX)) as u32,
             memory_gib: (memory_mib / 1024).min(u64::from(u32::MAX)) as u32,
             rack: n / 16,
+            gpu_memory_gib: 0.0,
         });
     }
     let skipped = if cpu_only > 0 {

@@ -371,6 +371,7 @@ fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadRepo
             cpus: r.cpus,
             memory_gib: r.memory_gib,
             elastic: None,
+            gpu_memory: Default::default(),
         });
         lines.push(r.line);
     }

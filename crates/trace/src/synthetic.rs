@@ -165,14 +165,14 @@ fn parse_fraction(key: &str, value: &str) -> Result<f64, TraceError> {
     }
 }
 
-fn parse_jobs(value: &str) -> Result<usize, TraceError> {
+pub(crate) fn parse_jobs(value: &str) -> Result<usize, TraceError> {
     match value.parse::<usize>() {
         Ok(n) if (1..=MAX_SYNTHETIC_JOBS).contains(&n) => Ok(n),
         _ => Err(err("jobs", format!("expected an integer from 1 to {MAX_SYNTHETIC_JOBS}, got {value:?}"))),
     }
 }
 
-fn parse_rate(value: &str) -> Result<f64, TraceError> {
+pub(crate) fn parse_rate(value: &str) -> Result<f64, TraceError> {
     let (number, per_hour) = match value.split_once('/') {
         None => (value, 1.0),
         Some((n, "h" | "hour")) => (n, 1.0),
@@ -281,9 +281,7 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
     let mut arrival_us: u64 = 0;
     let mut jobs = Vec::with_capacity(spec.jobs);
     for i in 0..spec.jobs {
-        if i > 0 {
-            arrival_us = arrival_us.saturating_add(exponential_us(&mut rng, mean_gap_secs));
-        }
+        arrival_us = next_arrival_us(&mut rng, arrival_us, i, mean_gap_secs);
         let tenant = rng.random_range(0..tenants.len()) as u32;
         let secs = draw_duration_secs(&mut rng, &spec.durations);
         let gpus = draw_gpus(&mut rng, &spec.gpus);
@@ -301,6 +299,7 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
             cpus: 0,
             memory_gib: 0,
             elastic: None,
+            gpu_memory: Default::default(),
         });
         // From a stream of its own: the jobs are the same whatever the fraction.
         if spec.elastic > 0.0 && elastic_rng.random::<f64>() < spec.elastic {
@@ -319,6 +318,15 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
         notes: Vec::new(),
         wall_clock_origin_us: None,
         statuses: Vec::new(),
+    }
+}
+
+/// Poisson arrivals: job 0 at `previous_us` (0), each later one an exponential gap
+/// with the given mean after the one before.
+pub(crate) fn next_arrival_us(rng: &mut ChaCha8Rng, previous_us: u64, i: usize, mean_gap_secs: f64) -> u64 {
+    match i {
+        0 => previous_us,
+        _ => previous_us.saturating_add(exponential_us(rng, mean_gap_secs)),
     }
 }
 

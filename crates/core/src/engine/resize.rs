@@ -6,6 +6,7 @@ use crate::ids::{GpuId, JobId};
 #[cfg(doc)]
 use crate::policy::Action;
 use crate::policy::JobChange;
+use crate::sharing;
 use crate::time::Time;
 
 impl Engine {
@@ -22,6 +23,10 @@ impl Engine {
         let added: Vec<GpuId> = gpus.iter().copied().filter(|g| !job.gpus.contains(g)).collect();
         if !self.cluster.can_take(&added) || has_repeats(gpus) {
             return Some(Violation::ResizeGpusUnavailable { job: id, gpus: gpus.to_vec() });
+        }
+        // Added GPUs may be of a type with less memory than the job's first ones.
+        if let Some(refusal) = sharing::check_memory(&self.cluster, &added, job.spec.gpu_memory.need_gib(1)) {
+            return Some(Violation::ShareRefused { job: id, refusal });
         }
         let tenant = job.spec.tenant;
         let held = self.tenant_gpus[tenant.index()] - job.gpus.len() as u32;
