@@ -158,7 +158,7 @@ pub fn policies() -> &'static [PolicyInfo] {
     &POLICIES
 }
 
-static POLICIES: [PolicyInfo; 21] = [
+static POLICIES: [PolicyInfo; 22] = [
     PolicyInfo {
         name: "fifo",
         summary: "first come first served, non-preemptive; the first job that does not fit blocks the queue",
@@ -259,6 +259,11 @@ static POLICIES: [PolicyInfo; 21] = [
         name: "fifo-packed",
         summary: "Gavel FIFO-perf, then queued jobs join a running job when their pair's normalized throughput exceeds 1.5; needs --throughputs (options seed=0, reset_interval=1920s, max_pairs=20000)",
         build: |p, o| crate::gavel::build("fifo-packed", Objective::Packed(PackedObjective::Fifo), p, o),
+    },
+    PolicyInfo {
+        name: "gandiva",
+        summary: "Gandiva as Gavel implements it: equal time slices, and when jobs outnumber GPUs random equal-size pairs sharing GPUs, kept while their co-located rates beat time slicing; needs --throughputs (options seed=0, reset_interval=1920s, max_pairs=20000)",
+        build: |p, o| crate::gavel::build("gandiva", Objective::Packed(PackedObjective::Gandiva), p, o),
     },
     PolicyInfo {
         name: "drf",

@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 
 use cotenant_core::JobId;
 
+use super::gandiva::Gandiva;
 use super::packed::{
     fifo_packed, finish_time_fairness_packed, max_min_packed, min_total_duration_packed, PackedAllocation,
     PairCandidate,
@@ -71,6 +72,9 @@ pub enum PackedObjective {
     FinishTimeFairness,
     MinTotalDuration,
     Fifo,
+    /// Gandiva as Gavel implements it: random pairs kept while they pack
+    /// well, equal time slices (`gandiva.rs`).
+    Gandiva,
 }
 
 /// Gavel's `packing_threshold`: FIFO packs a pair only above this normalized throughput.
@@ -119,6 +123,7 @@ pub struct Allocator {
     fifo_assigned: BTreeMap<JobId, usize>,
     fifo_rng: PyRandom,
     ftf: FtfHistory,
+    gandiva: Gandiva,
 }
 
 /// Finish-time fairness's memory: isolated time credited to each job so far.
@@ -140,6 +145,7 @@ impl Allocator {
             fifo_assigned: BTreeMap::new(),
             fifo_rng: PyRandom::new(seed),
             ftf: FtfHistory::default(),
+            gandiva: Gandiva::new(seed),
         }
     }
 
@@ -193,6 +199,7 @@ impl Allocator {
             PackedObjective::Fifo => {
                 Ok(fifo_packed(jobs, capacity, pairs, type_names, FIFO_PACKING_THRESHOLD))
             }
+            PackedObjective::Gandiva => Ok(self.gandiva.allocate(jobs, pairs, capacity)),
         }
     }
 
