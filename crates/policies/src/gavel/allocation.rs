@@ -484,16 +484,17 @@ fn finish_time_fairness(
 /// its share per worker), each row capped at a total time fraction of 1: the
 /// allocation Gavel falls back to when finish-time fairness finds no feasible rho.
 pub(super) fn equal_split(jobs: &[AllocJob], capacity: &[u32]) -> Vec<Vec<f64>> {
-    jobs.iter()
-        .map(|job| {
-            let share: Vec<f64> = capacity
-                .iter()
-                .map(|&c| c as f64 / jobs.len() as f64 / job.scale_factor.max(1) as f64)
-                .collect();
-            let row = share.iter().sum::<f64>().max(1.0);
-            share.iter().map(|x| x / row).collect()
-        })
-        .collect()
+    jobs.iter().map(|job| equal_share(capacity, jobs.len(), job.scale_factor)).collect()
+}
+
+/// The equal share of one of `m` combinations of `scale_factor` GPUs: each
+/// type's GPUs over m, per GPU, the row scaled to sum to at most 1 (Gavel's
+/// equal split, and its Gandiva's `_get_allocation`, operation for operation).
+pub(super) fn equal_share(capacity: &[u32], m: usize, scale_factor: u32) -> Vec<f64> {
+    let share: Vec<f64> =
+        capacity.iter().map(|&c| c as f64 / m.max(1) as f64 / scale_factor.max(1) as f64).collect();
+    let row = share.iter().sum::<f64>().max(1.0);
+    share.iter().map(|x| x / row).collect()
 }
 
 pub(super) fn isolated_finish_times(jobs: &[AllocJob], iso: &[f64], history: &mut FtfHistory) -> Vec<f64> {

@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 
 use cotenant_core::JobId;
 
-use super::allocation::AllocJob;
+use super::allocation::{equal_share, equal_split, AllocJob};
 use super::packed::{PackedAllocation, PairCandidate};
 use super::pyrandom::PyRandom;
 
@@ -99,9 +99,7 @@ impl Gandiva {
         let available: u64 = capacity.iter().map(|&c| u64::from(c)).sum();
         if requested <= available {
             // 2. Everything fits: time slicing of jobs alone, no packing.
-            for (row, job) in out.singles.iter_mut().zip(jobs) {
-                *row = equal_share(capacity, jobs.len(), job.scale_factor);
-            }
+            out.singles = equal_split(jobs, capacity);
             return out;
         }
         // 3. Group the jobs in no kept pair at random.
@@ -133,16 +131,6 @@ impl Gandiva {
         }
         out
     }
-}
-
-/// Gandiva's share of one of `m` combinations of `scale_factor` GPUs: the
-/// type's GPUs over m, per GPU of the combination, the row scaled to sum to
-/// at most 1 (Gavel's `_get_allocation`, operation for operation).
-fn equal_share(capacity: &[u32], m: usize, scale_factor: u32) -> Vec<f64> {
-    let row: Vec<f64> =
-        capacity.iter().map(|&c| c as f64 / m.max(1) as f64 / scale_factor.max(1) as f64).collect();
-    let sum = row.iter().sum::<f64>().max(1.0);
-    row.iter().map(|x| x / sum).collect()
 }
 
 /// Gavel's `_get_normalized_throughput`: the sum, over GPU types with GPUs and
