@@ -109,8 +109,8 @@ impl Gandiva {
         let mut tries = 0;
         while pool.len() > 1 && tries < draws {
             tries += 1;
-            let drawn = self.rng.sample(pool.len(), 2);
-            let (x, y) = (pool[drawn[0]], pool[drawn[1]]);
+            let [first, second] = self.rng.sample(pool.len(), 2)[..] else { break };
+            let (x, y) = (pool[first], pool[second]);
             if jobs[x].scale_factor != jobs[y].scale_factor {
                 continue;
             }
