@@ -23,13 +23,8 @@ SYNTHETIC="$TMP/gavel-200.trace"
 UNPACKED=max-min-fairness-perf,finish-time-fairness-perf,min-total-duration-perf,fifo-perf
 PACKED=max-min-fairness-packed,finish-time-fairness-packed,min-total-duration-packed,fifo-packed
 
-run() { # name trace-path cluster policies [extra args] -> $TMP/name.json
-  local name=$1 trace=$2 cluster=$3 policies=$4
-  shift 4
-  "$BIN" sim --trace "gavel:$trace" --throughputs "$DATA/simulation_throughputs.json.gz" \
-    --cluster "$cluster" --round 360s --checkpoint-interval 0s --restore-overhead 0s --seed 0 \
-    --policy "$policies" "$@" --json 2>/dev/null >"$TMP/$name.json"
-}
+# run NAME TRACE CLUSTER POLICIES [ARGS...] -> $TMP/NAME.json, with Gavel's simulator settings.
+source "$(dirname "$0")/gavel-run.sh"
 
 CASES="artifact_evaluation|$DATA/physical_cluster/artifact_evaluation.trace.gz|v100=2,k80=4
 small_test|$DATA/physical_cluster/small_test.trace.gz|v100=2,k80=4

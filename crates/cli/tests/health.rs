@@ -77,7 +77,7 @@ fn gavel_fifo_runs_every_job_of_the_max_min_fairness_trace() {
 fn bundled_gavel_traces_finish_under_gavel_policies_with_default_flags() {
     for trace in ["small_test", "artifact_evaluation", "debug", "highmem_test"] {
         let policies = "gavel-fifo,fifo-perf,max-min-fairness,max-min-fairness-perf,min-total-duration-perf,\
-                        max-sum-throughput-perf,max-min-fairness-packed,fifo-packed";
+                        max-sum-throughput-perf,max-min-fairness-packed,fifo-packed,gandiva";
         let (out, json) = gavel_json(trace, policies, &["--strict"]);
         assert!(out.status.success(), "{trace}: {}", stderr(&out));
         assert_all_done_and_in_range(&json);

@@ -283,6 +283,11 @@ static POLICIES: &[PolicyInfo] = &[
         build: |p, o| crate::gavel::build("fifo-packed", Objective::Packed(PackedObjective::Fifo), p, o),
     },
     PolicyInfo {
+        name: "gandiva",
+        summary: "Gandiva as Gavel implements it: equal time slices, and when jobs outnumber GPUs random equal-size pairs sharing GPUs, kept while their co-located rates beat time slicing; needs --throughputs (options seed=0, reset_interval=1920s, max_pairs=20000)",
+        build: |p, o| crate::gavel::build("gandiva", Objective::Packed(PackedObjective::Gandiva), p, o),
+    },
+    PolicyInfo {
         name: "drf",
         summary: "dominant resource fairness over GPUs, CPUs and memory, weighted per tenant; non-preemptive",
         build: |p, _| Ok(Box::new(crate::drf::Drf { placement: p.placement })),

@@ -76,11 +76,25 @@ fn run(
     jobs: &[JobSpec],
     policy: &str,
 ) -> Run {
+    run_seeded(spec, tenants, table, types, jobs, policy, None)
+}
+
+/// [`run`] with the policy's `seed` option set.
+fn run_seeded(
+    spec: ClusterSpec,
+    tenants: Vec<TenantSpec>,
+    table: &ThroughputTable,
+    types: &[String],
+    jobs: &[JobSpec],
+    policy: &str,
+    seed: Option<u32>,
+) -> Run {
     let cluster = Cluster::new(spec).unwrap();
     let params = PolicyParams {
         round: Some(Span::from_secs(360)),
         job_types: types.to_vec(),
         throughputs: Some(Arc::new(table.clone())),
+        options: seed.map(|s| ("seed".to_string(), s.to_string())).into_iter().collect(),
         ..PolicyParams::default()
     };
     let mut engine = Engine::new(cluster.clone(), tenants.clone(), build(policy, &params).unwrap(), 0);
@@ -324,7 +338,59 @@ fn fifo_packs_only_above_its_threshold() {
 }
 
 #[test]
+fn gandiva_packs_a_pair_that_beats_time_slicing() {
+    // One K80, A0 and B1 of 3,600 steps at 1 step/s alone, 0.8 each together
+    // (normalized throughput 1.6). Two GPUs asked, one available: Gandiva packs;
+    // its only draw pairs 0 with 1, which gets the whole K80 (m = 1). The pair
+    // is kept at every round: both finish at 3,600 / 0.8 = 4,500 s. Time
+    // slicing them (max-min-fairness-perf) finishes the first near 7,200 - 360
+    // and the second at 7,200 s.
+    let (table, types) = ab_table((0.8, 0.8));
+    let jobs = &ab_jobs()[..2];
+    let gandiva = run(k80s(1), vec![TenantSpec::new("t")], &table, &types, jobs, "gandiva");
+    assert_eq!((gandiva.shared_starts, gandiva.stops), (1, 0), "{:?}", gandiva.log);
+    for jct in &gandiva.jct_s {
+        assert!((jct - 4_500.0).abs() < 1.0, "{gandiva:?}");
+    }
+    let sliced = run(k80s(1), vec![TenantSpec::new("t")], &table, &types, jobs, "max-min-fairness-perf");
+    assert!(sliced.mean_jct_s() > 6_500.0, "{sliced:?}");
+}
+
+#[test]
+fn gandiva_separates_a_pair_below_one_at_the_next_allocation() {
+    // Two K80s; A0 (1,000 steps), B1 and A2 (3,600 each), all at time 0, 1 step/s
+    // alone; A with B keep 0.3 each together (normalized 0.6 < 1). Three jobs on
+    // two GPUs: Gandiva packs. Its draw is `random.Random(0).sample([0, 1, 2], 2)`
+    // = [1, 2] (python3): B1 and A2 pair although they interfere; A0 runs alone.
+    // m = 2 combinations, each 2 / 2 = 1.0 of a K80.
+    // Rounds are 360 s (A0 runs 360 steps, the pair 108 each). A0 finishes at
+    // 1,000 s, in the third round. The departure asks for a new allocation, and
+    // as in Gavel the first one after the reset at time 0 comes at once (Gavel
+    // waits 1,920 s between resets only once its last reset time is not 0): at
+    // the round starting at 1,080 s the pair (0.6 < 1) is separated, two jobs
+    // fit on two K80s, each runs alone. B1 and A2 had 3 x 108 = 324 steps; the
+    // last 3,276 at 1 step/s end at 1,080 + 3,276 = 4,356 s (together: 12,000 s).
+    let (table, types) = ab_table((0.3, 0.3));
+    let mut jobs = ab_jobs();
+    jobs.truncate(3);
+    jobs[0].work = 1_000.0;
+    let run = run(k80s(2), vec![TenantSpec::new("t")], &table, &types, &jobs, "gandiva");
+    let shared: Vec<&(Time, Command)> =
+        run.log.iter().filter(|(_, c)| matches!(c, Command::StartShared { .. })).collect();
+    assert_eq!(shared.len(), 1, "{:?}", run.log);
+    assert!(matches!(shared[0], (at, Command::StartShared { job, partner, .. })
+        if *at == Time::ZERO && (job.0, partner.0) == (2, 1)));
+    let split = run.log.iter().find(|(_, c)| matches!(c, Command::Stop { .. }));
+    assert!(split.is_some_and(|(at, _)| (at.as_secs_f64() - 1_080.0).abs() < 1.0), "{:?}", run.log);
+    let expected = [1_000.0, 4_356.0, 4_356.0];
+    for (jct, want) in run.jct_s.iter().zip(expected) {
+        assert!((jct - want).abs() < 1.0, "{:?}", run.jct_s);
+    }
+}
+
+#[test]
 fn packed_policies_need_a_throughput_table() {
+    assert!(build("gandiva", &PolicyParams::default()).is_err());
     for (packed, _) in PACKED {
         assert!(build(packed, &PolicyParams::default()).is_err(), "{packed}");
     }
@@ -443,7 +509,14 @@ proptest! {
         spec.add_nodes(GpuTypeId(0), 1, v100s, 8, 64);
         spec.add_nodes(GpuTypeId(1), 1, k80s, 8, 64);
         let types: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let result = run(spec, tenants, &table, &types, &jobs, PACKED[policy].0);
+        let result = run(spec.clone(), tenants.clone(), &table, &types, &jobs, PACKED[policy].0);
         prop_assert_eq!(result.jct_s.len(), jobs.len());
+        // Gandiva on the same case, twice with one seed: every job finishes, no
+        // GPU ever has more than two jobs (checked in `run`), the same commands.
+        let seed = policy as u32;
+        let once = run_seeded(spec.clone(), tenants.clone(), &table, &types, &jobs, "gandiva", Some(seed));
+        let again = run_seeded(spec, tenants, &table, &types, &jobs, "gandiva", Some(seed));
+        prop_assert_eq!(once.jct_s.len(), jobs.len());
+        prop_assert_eq!(&once.log, &again.log);
     }
 }

@@ -14,7 +14,7 @@ use cotenant_sim::gavel_rates::{Consolidation, GavelRates};
 use cotenant_sim::{simulate, summarize, EarlyStop, Overheads, SimConfig};
 use proptest::prelude::*;
 
-const POLICIES: [&str; 12] = [
+const POLICIES: [&str; 13] = [
     "gavel-fifo",
     "fifo-perf",
     "max-min-fairness",
@@ -27,6 +27,7 @@ const POLICIES: [&str; 12] = [
     "finish-time-fairness-packed",
     "min-total-duration-packed",
     "fifo-packed",
+    "gandiva",
 ];
 
 const MODELS: [&str; 3] = ["resnet", "lm", "rl"];

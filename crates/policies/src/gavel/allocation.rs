@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 
 use cotenant_core::JobId;
 
+use super::gandiva::Gandiva;
 use super::packed::{
     fifo_packed, finish_time_fairness_packed, max_min_packed, min_total_duration_packed, PackedAllocation,
     PairCandidate,
@@ -71,6 +72,9 @@ pub enum PackedObjective {
     FinishTimeFairness,
     MinTotalDuration,
     Fifo,
+    /// Gandiva as Gavel implements it: random pairs kept while they pack
+    /// well, equal time slices (`gandiva.rs`).
+    Gandiva,
 }
 
 /// Gavel's `packing_threshold`: FIFO packs a pair only above this normalized throughput.
@@ -119,6 +123,7 @@ pub struct Allocator {
     fifo_assigned: BTreeMap<JobId, usize>,
     fifo_rng: PyRandom,
     ftf: FtfHistory,
+    gandiva: Gandiva,
 }
 
 /// Finish-time fairness's memory: isolated time credited to each job so far.
@@ -140,6 +145,7 @@ impl Allocator {
             fifo_assigned: BTreeMap::new(),
             fifo_rng: PyRandom::new(seed),
             ftf: FtfHistory::default(),
+            gandiva: Gandiva::new(seed),
         }
     }
 
@@ -193,6 +199,7 @@ impl Allocator {
             PackedObjective::Fifo => {
                 Ok(fifo_packed(jobs, capacity, pairs, type_names, FIFO_PACKING_THRESHOLD))
             }
+            PackedObjective::Gandiva => Ok(self.gandiva.allocate(jobs, pairs, capacity)),
         }
     }
 
@@ -477,16 +484,17 @@ fn finish_time_fairness(
 /// its share per worker), each row capped at a total time fraction of 1: the
 /// allocation Gavel falls back to when finish-time fairness finds no feasible rho.
 pub(super) fn equal_split(jobs: &[AllocJob], capacity: &[u32]) -> Vec<Vec<f64>> {
-    jobs.iter()
-        .map(|job| {
-            let share: Vec<f64> = capacity
-                .iter()
-                .map(|&c| c as f64 / jobs.len() as f64 / job.scale_factor.max(1) as f64)
-                .collect();
-            let row = share.iter().sum::<f64>().max(1.0);
-            share.iter().map(|x| x / row).collect()
-        })
-        .collect()
+    jobs.iter().map(|job| equal_share(capacity, jobs.len(), job.scale_factor)).collect()
+}
+
+/// The equal share of one of `m` combinations of `scale_factor` GPUs: each
+/// type's GPUs over m, per GPU, the row scaled to sum to at most 1 (Gavel's
+/// equal split, and its Gandiva's `_get_allocation`, operation for operation).
+pub(super) fn equal_share(capacity: &[u32], m: usize, scale_factor: u32) -> Vec<f64> {
+    let share: Vec<f64> =
+        capacity.iter().map(|&c| c as f64 / m.max(1) as f64 / scale_factor.max(1) as f64).collect();
+    let row = share.iter().sum::<f64>().max(1.0);
+    share.iter().map(|x| x / row).collect()
 }
 
 pub(super) fn isolated_finish_times(jobs: &[AllocJob], iso: &[f64], history: &mut FtfHistory) -> Vec<f64> {

@@ -1,8 +1,9 @@
 //! The random stream of CPython's `random.Random(seed)` (MT19937 seeded by
 //! `init_by_array`), for the two draws Gavel's mechanism makes: `randrange(n)`
 //! in its FIFO policy and `shuffle` of the GPU-type order each round for
-//! heterogeneity-agnostic policies. Reproducing the stream reproduces Gavel's
-//! schedule; it is seeded from the policy's `seed` option, never from the OS.
+//! heterogeneity-agnostic policies, and `sample(population, 2)` with which its
+//! Gandiva policy groups jobs into pairs. Reproducing the stream reproduces
+//! Gavel's schedule; it is seeded from the policy's `seed` option, never from the OS.
 
 const N: usize = 624;
 const M: usize = 397;
@@ -112,6 +113,36 @@ impl PyRandom {
         }
     }
 
+    /// Positions drawn by `random.sample(population, k)` from a population of
+    /// `n` (CPython 3's algorithm: a partial Fisher-Yates over a copy for small
+    /// populations, else draws with rejection of repeats). Empty if `k > n`.
+    pub fn sample(&mut self, n: usize, k: usize) -> Vec<usize> {
+        if k > n || n > u32::MAX as usize {
+            return Vec::new();
+        }
+        let mut set_size = 21usize;
+        if k > 5 {
+            set_size += 4usize.pow(((k * 3) as f64).log(4.0).ceil() as u32);
+        }
+        let mut out = Vec::with_capacity(k);
+        if n <= set_size {
+            let mut pool: Vec<usize> = (0..n).collect();
+            for i in 0..k {
+                let j = self.below((n - i) as u32) as usize;
+                out.push(pool[j]);
+                pool[j] = pool[n - i - 1];
+            }
+        } else {
+            while out.len() < k {
+                let j = self.below(n as u32) as usize;
+                if !out.contains(&j) {
+                    out.push(j);
+                }
+            }
+        }
+        out
+    }
+
     /// `random.random()`: 53-bit float in [0, 1).
     pub fn random(&mut self) -> f64 {
         let a = (self.next_u32() >> 5) as f64;
@@ -139,5 +170,19 @@ mod tests {
         let mut items = [0, 1, 2, 3, 4];
         r.shuffle(&mut items);
         assert_eq!(items, [0, 1, 3, 2, 4]);
+    }
+
+    #[test]
+    fn sample_matches_cpython() {
+        // python3 -c "import random; r=random.Random(0); print(r.sample([0,1],2), r.sample([0,1,2],2))"
+        let mut r = PyRandom::new(0);
+        assert_eq!((r.sample(2, 2), r.sample(3, 2)), (vec![1, 0], vec![0, 1]));
+        // python3 -c "import random; r=random.Random(7);
+        //   print([r.sample(list(range(n)),2) for n in (2,3,4,21,22,100)])"
+        // (21 is the last population sampled from a copy, 22 the first by rejection)
+        let mut r = PyRandom::new(7);
+        let draws: Vec<Vec<usize>> = [2, 3, 4, 21, 22, 100].iter().map(|&n| r.sample(n, 2)).collect();
+        assert_eq!(draws, [vec![1, 0], vec![1, 0], vec![0, 2], vec![3, 11], vec![18, 1], vec![64, 27]]);
+        assert!(r.sample(1, 2).is_empty());
     }
 }
