@@ -8,11 +8,14 @@ use rand_chacha::ChaCha8Rng;
 use crate::cluster::Cluster;
 use crate::ids::{GpuId, JobId, NodeId, TenantId};
 use crate::job::{EndReason, JobSpec};
+use crate::mig::{MigModel, MigRefusal, MigState};
 use crate::policy::{
     Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
 };
 use crate::tenant::TenantSpec;
 use crate::time::Time;
+
+mod mig_actions;
 
 /// Something that happened in the world.
 #[derive(Clone, Debug, PartialEq)]
@@ -109,6 +112,12 @@ pub enum Violation {
     },
     EndAlreadyOver(JobId),
     UnknownNode(NodeId),
+    /// A MIG reconfiguration (`job: None`) or MIG start the model refuses.
+    MigRefused {
+        job: Option<JobId>,
+        gpu: GpuId,
+        refusal: MigRefusal,
+    },
 }
 
 /// Counts the engine keeps for reporting.
@@ -137,6 +146,8 @@ pub struct Engine {
     stats: EngineStats,
     /// Running jobs whose partner changed during this step.
     rerate: Vec<JobId>,
+    /// MIG partitions and the jobs in them (`None`: no MIG in this run).
+    mig: Option<MigState>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -165,7 +176,19 @@ impl Engine {
             violations: Vec::new(),
             stats: EngineStats::default(),
             rerate: Vec::new(),
+            mig: None,
         }
+    }
+
+    /// Turns on MIG for the GPU types `model` has a geometry for (see `crate::mig`).
+    pub fn enable_mig(&mut self, model: MigModel) {
+        let types = (0..self.cluster.gpu_count()).map(|g| self.cluster.gpu_type_of(GpuId(g))).collect();
+        self.mig = Some(MigState::new(model, types));
+    }
+
+    /// The MIG state, when MIG is on.
+    pub fn mig(&self) -> Option<&MigState> {
+        self.mig.as_ref()
     }
 
     /// Applies one input at `now` and, if it calls for it, runs one scheduling
@@ -238,7 +261,7 @@ impl Engine {
                 trigger.node_change = true;
             }
             Input::NodeDown(node) => {
-                for job in self.cluster.jobs_on(node) {
+                for job in self.cluster.jobs_on(node).into_iter().chain(self.mig_jobs_on(node)) {
                     self.stop(now, job);
                     commands.push(Command::Stop { job, reason: StopReason::NodeDown });
                 }
@@ -309,6 +332,7 @@ impl Engine {
             progress: Progress { done: 0.0, rate: 0.0, at: now },
             verdict: None,
             partner: None,
+            mig: None,
         });
         match never_fits {
             Some(reason) => {
@@ -356,6 +380,7 @@ impl Engine {
             }
             self.rerate.push(partner);
         }
+        self.leave_mig(id);
     }
 
     fn stop(&mut self, now: Time, id: JobId) {
@@ -392,6 +417,7 @@ impl Engine {
             running: &self.running,
             changes: &self.changes,
             jobs: &self.jobs,
+            mig: self.mig.as_ref(),
         };
         let mut cx = PolicyCx { rng: &mut self.rng };
         let decision = self.policy.schedule(&mut cx, &view);
@@ -409,10 +435,12 @@ impl Engine {
         // Stops first, so that the starts of the same decision may use the freed
         // GPUs; shared starts last, so that they may join jobs started just now.
         let mut actions = decision.actions;
+        // MIG reconfigurations after the stops that empty their instances, before the starts.
         let class = |a: &Action| match a {
             Action::Preempt { .. } | Action::End { .. } => 0,
-            Action::Start { .. } => 1,
-            Action::StartShared { .. } => 2,
+            Action::MigReconfigure { .. } => 1,
+            Action::Start { .. } | Action::MigStart { .. } => 2,
+            Action::StartShared { .. } => 3,
         };
         // Policies mostly list them in this order already: skip the (allocating) stable sort.
         if !actions.is_sorted_by_key(class) {
@@ -469,6 +497,8 @@ impl Engine {
                     self.rerate.push(partner);
                     commands.push(Command::StartShared { job, gpus, partner });
                 }
+                Action::MigReconfigure { gpu, layout } => self.mig_reconfigure(gpu, layout),
+                Action::MigStart { job, gpu, target } => self.mig_start(now, job, gpu, target, commands),
             }
         }
     }
@@ -477,7 +507,7 @@ impl Engine {
         if let Some(violation) = self.check_admission(id, gpus.len() as u32) {
             return Some(violation);
         }
-        if !self.cluster.can_take(gpus) {
+        if !self.cluster.can_take(gpus) || self.mig_configured(gpus) {
             return Some(Violation::StartGpusUnavailable { job: id, gpus: gpus.to_vec() });
         }
         None

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod ids;
 pub mod job;
 pub mod limits;
+pub mod mig;
 pub mod placement;
 pub mod policy;
 pub mod tenant;

@@ -7,6 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::cluster::Cluster;
 use crate::ids::{GpuId, JobId, TenantId};
 use crate::job::{EndReason, JobSpec};
+use crate::mig::{MigLayout, MigSlot, MigState, MigTarget};
 use crate::tenant::TenantSpec;
 use crate::time::{Span, Time};
 
@@ -48,6 +49,9 @@ pub struct JobState {
     pub verdict: Option<WaitReason>,
     /// The job space-sharing this one's GPUs, if any.
     pub partner: Option<JobId>,
+    /// The MIG instance (or MPS seat) the job runs in, if it runs on a MIG GPU
+    /// (then `gpus` is empty: it holds no whole GPU).
+    pub mig: Option<MigSlot>,
 }
 
 impl JobState {
@@ -134,6 +138,8 @@ pub struct ClusterView<'a> {
     pub running: &'a BTreeSet<JobId>,
     pub changes: &'a [JobChange],
     pub(crate) jobs: &'a [Option<JobState>],
+    /// MIG geometry, layouts and instance occupants, when the run has MIG.
+    pub mig: Option<&'a MigState>,
 }
 
 impl<'a> ClusterView<'a> {
@@ -211,6 +217,11 @@ pub enum Action {
     Preempt { job: JobId },
     /// Remove a job for good (pending or running).
     End { job: JobId, reason: EndReason },
+    /// Set a MIG GPU's partition (or MPS mode). Refused while a job runs in an
+    /// instance it removes: preempt those jobs in the same decision.
+    MigReconfigure { gpu: GpuId, layout: MigLayout },
+    /// Start a pending one-GPU job in an instance (or under MPS) of a MIG GPU.
+    MigStart { job: JobId, gpu: GpuId, target: MigTarget },
 }
 
 /// What a policy returns: actions, and verdicts for jobs it looked at and left waiting.

@@ -306,9 +306,11 @@ pub fn waiting_after(waiting_before: usize, decision: &Decision) -> usize {
     let mut waiting = waiting_before;
     for action in &decision.actions {
         match action {
-            Action::Start { .. } | Action::StartShared { .. } => waiting = waiting.saturating_sub(1),
+            Action::Start { .. } | Action::StartShared { .. } | Action::MigStart { .. } => {
+                waiting = waiting.saturating_sub(1)
+            }
             Action::Preempt { .. } => waiting += 1,
-            Action::End { .. } => {}
+            Action::End { .. } | Action::MigReconfigure { .. } => {}
         }
     }
     waiting

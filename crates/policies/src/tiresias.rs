@@ -331,7 +331,9 @@ impl Tiresias {
         let mut preempted_front: Vec<(Key, JobId)> = Vec::new();
         for action in &decision.actions {
             match *action {
-                Action::Start { job, .. } | Action::StartShared { job, .. } => {
+                Action::Start { job, .. }
+                | Action::StartShared { job, .. }
+                | Action::MigStart { job, .. } => {
                     self.on_start(view, job);
                     to_running.push((self.jobs[job.index()].key(), job));
                 }
@@ -342,7 +344,7 @@ impl Tiresias {
                         preempted_front.push((key, job));
                     }
                 }
-                Action::End { .. } => {}
+                Action::End { .. } | Action::MigReconfigure { .. } => {}
             }
         }
         for id in std::mem::take(&mut self.fresh) {
