@@ -83,6 +83,8 @@ pub enum MigError {
     FourThreeNotAllowed { gpu: String },
     #[error("{gpu}: profile {profile}: {field} {problem}")]
     BadProfile { gpu: String, profile: String, field: &'static str, problem: String },
+    #[error("{gpu}: no placement of {partition} fits the GPU's memory slots")]
+    NoPlacement { gpu: String, partition: String },
     #[error("{gpu}: memory_slots must be between 1 and {MAX_MEMORY_SLOTS}, got {slots}")]
     BadMemorySlots { gpu: String, slots: u8 },
 }
@@ -276,6 +278,32 @@ impl MigGeometry {
             }
         }
         out
+    }
+
+    /// A partition written as profile names joined by `+` (`4g.20gb+2g.10gb+1g.5gb`),
+    /// placed at the first start slots that work. Unknown profiles and impossible
+    /// partitions are errors naming the profile or the rule broken.
+    pub fn partition_from_names(&self, text: &str) -> Result<Vec<MigInstance>, MigError> {
+        let mut wanted = Vec::new();
+        for name in text.split('+').map(str::trim) {
+            wanted.push(self.profile_index(name)?);
+        }
+        wanted.sort_unstable();
+        let found = self.partitions().into_iter().find(|candidate| {
+            let mut p: Vec<u8> = candidate.iter().map(|i| i.profile).collect();
+            p.sort_unstable();
+            p == wanted
+        });
+        if let Some(partition) = found {
+            return Ok(partition);
+        }
+        // No placement works: say why the first-start one fails.
+        let naive: Vec<MigInstance> = wanted
+            .iter()
+            .map(|&p| MigInstance { profile: p, start: self.profiles[usize::from(p)].starts[0] })
+            .collect();
+        self.check_partition(&naive)?;
+        Err(MigError::NoPlacement { gpu: self.gpu.clone(), partition: text.to_string() })
     }
 
     /// The whole-GPU instance (the profile with every compute slice), if the geometry has one.

@@ -45,6 +45,8 @@ pub struct PolicyParams {
     pub accounts: Option<crate::fairshare::AccountTree>,
     /// Per-tenant GPU quotas, cohorts and borrowing limits for `kueue`.
     pub quotas: Option<crate::kueue::QuotaConfig>,
+    /// MIG geometries and speed-versus-slice curves per job type, for the MIG policies (`--mig`).
+    pub mig: Option<Arc<crate::miso::MigData>>,
 }
 
 /// The options one builder reads, tracking which it used.
@@ -122,6 +124,12 @@ impl<'a> Options<'a> {
         Ok(out)
     }
 
+    /// A free-text option (`None` when not given).
+    pub fn text(&mut self, key: &'static str) -> Option<String> {
+        self.used.push(key);
+        self.all.get(key).cloned()
+    }
+
     fn bad(&self, key: &str, value: &str, problem: String) -> PolicyError {
         PolicyError::BadOption { policy: self.policy.into(), key: key.into(), value: value.into(), problem }
     }
@@ -158,7 +166,7 @@ pub fn policies() -> &'static [PolicyInfo] {
     &POLICIES
 }
 
-static POLICIES: [PolicyInfo; 21] = [
+static POLICIES: [PolicyInfo; 25] = [
     PolicyInfo {
         name: "fifo",
         summary: "first come first served, non-preemptive; the first job that does not fit blocks the queue",
@@ -283,7 +291,51 @@ static POLICIES: [PolicyInfo; 21] = [
             Ok(Box::new(crate::kueue::Kueue::new(p.placement, config, grace, check)))
         },
     },
+    PolicyInfo {
+        name: "miso",
+        summary: "MISO on MIG GPUs (--mig): fewest-jobs GPU, 30 s MPS profiling with a noisy predictor, exhaustive partition search for total normalized throughput, re-optimized on completion (option profile=30s)",
+        build: |p, o| {
+            let profile = o.span("profile", crate::miso::PROFILE_TIME)?;
+            Ok(Box::new(crate::miso::Miso::new(mig_data(p, "miso")?, false, profile)))
+        },
+    },
+    PolicyInfo {
+        name: "miso-oracle",
+        summary: "MISO with the true speed-vs-slice curves and no profiling phase (--mig): the bound MISO's predictor aims at",
+        build: |p, _| Ok(Box::new(crate::miso::Miso::new(mig_data(p, "miso-oracle")?, true, Span::ZERO))),
+    },
+    PolicyInfo {
+        name: "mig-unpartitioned",
+        summary: "MIG baseline (--mig): every GPU one whole 7g instance, one job per GPU, FIFO",
+        build: |p, _| Ok(Box::new(crate::miso::MigStatic::new(mig_data(p, "mig-unpartitioned")?, None).map_err(|e| bad_partition("mig-unpartitioned", "", e))?)),
+    },
+    PolicyInfo {
+        name: "mig-static",
+        summary: "MIG baseline (--mig): every GPU one fixed partition (option partition=4g.20gb+2g.10gb+1g.5gb), FIFO jobs take the largest free slice they fit",
+        build: |p, o| {
+            let data = mig_data(p, "mig-static")?;
+            let partition = o.text("partition").ok_or_else(|| PolicyError::Missing {
+                policy: "mig-static".into(),
+                what: "option partition=PROFILE+PROFILE+... (e.g. 3g.20gb+2g.10gb+2g.10gb)".into(),
+            })?;
+            let policy = crate::miso::MigStatic::new(data, Some(partition.clone()))
+                .map_err(|e| bad_partition("mig-static", &partition, e))?;
+            Ok(Box::new(policy))
+        },
+    },
 ];
+
+/// The MIG data a MIG policy needs, or an error saying to pass `--mig`.
+fn mig_data(p: &PolicyParams, policy: &str) -> Result<Arc<crate::miso::MigData>, PolicyError> {
+    p.mig.clone().ok_or_else(|| PolicyError::Missing {
+        policy: policy.into(),
+        what: "MIG GPUs and speed-vs-slice curves (run with --mig)".into(),
+    })
+}
+
+fn bad_partition(policy: &str, value: &str, problem: String) -> PolicyError {
+    PolicyError::BadOption { policy: policy.into(), key: "partition".into(), value: value.into(), problem }
+}
 
 /// Builds the policy called `name`.
 pub fn build(name: &str, params: &PolicyParams) -> Result<Box<dyn Policy>, PolicyError> {

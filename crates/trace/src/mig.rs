@@ -103,44 +103,6 @@ pub fn geometry_for<'a>(geometries: &'a [MigGeometry], gpu: &str) -> Option<&'a 
     geometries.iter().find(|g| g.gpu.eq_ignore_ascii_case(gpu))
 }
 
-/// Parses a partition written as profile names joined by `+` (`4g.20gb+2g.10gb+1g.5gb`),
-/// placing each instance at the first start slot free for it, largest first.
-/// Unknown profiles and impossible partitions are errors naming the profile.
-pub fn parse_partition(
-    geometry: &MigGeometry,
-    text: &str,
-) -> Result<Vec<cotenant_core::mig::MigInstance>, cotenant_core::mig::MigError> {
-    let mut profiles = Vec::new();
-    for name in text.split('+').map(str::trim) {
-        profiles.push(geometry.profile_index(name)?);
-    }
-    let wanted = {
-        let mut p = profiles.clone();
-        p.sort_unstable();
-        p
-    };
-    let found = geometry.partitions().into_iter().find(|candidate| {
-        let mut p: Vec<u8> = candidate.iter().map(|i| i.profile).collect();
-        p.sort_unstable();
-        p == wanted
-    });
-    match found {
-        Some(partition) => Ok(partition),
-        // No placement works: report why the naive one (first starts) fails.
-        None => {
-            let naive: Vec<_> = profiles
-                .iter()
-                .map(|&p| cotenant_core::mig::MigInstance {
-                    profile: p,
-                    start: geometry.profiles[usize::from(p)].starts[0],
-                })
-                .collect();
-            geometry.check_partition(&naive)?;
-            Err(cotenant_core::mig::MigError::TooManySlices { gpu: geometry.gpu.clone(), slices: 0 })
-        }
-    }
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CurvesFile {
@@ -274,13 +236,13 @@ mod tests {
     fn an_unknown_profile_is_an_error_naming_it() {
         let geometries = bundled_mig_geometry().unwrap();
         let a100 = geometry_for(&geometries, "a100-40gb").unwrap();
-        let error = parse_partition(a100, "3g.20gb+5g.25gb").unwrap_err().to_string();
+        let error = a100.partition_from_names("3g.20gb+5g.25gb").unwrap_err().to_string();
         assert_eq!(
             error,
             "A100-40GB: unknown MIG profile '5g.25gb' (known: 1g.5gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb)"
         );
-        let p = parse_partition(a100, "1g.5gb+3g.20gb+2g.10gb").unwrap();
+        let p = a100.partition_from_names("1g.5gb+3g.20gb+2g.10gb").unwrap();
         assert_eq!(a100.check_partition(&p), Ok(()));
-        assert!(parse_partition(a100, "4g.20gb+3g.20gb").is_err());
+        assert!(a100.partition_from_names("4g.20gb+3g.20gb").is_err());
     }
 }
