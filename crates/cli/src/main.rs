@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod analyze_cmd;
 mod bench_cmd;
 mod calibrate_cmd;
+mod mig_args;
 mod progress;
 mod report_cmd;
 mod serve_cmd;

@@ -62,6 +62,8 @@ pub struct RunArgs {
     /// queues (nominal GPUs per type, cohort, borrowing limit) for kueue.
     #[arg(long, value_name = "PATH")]
     pub tenant_config: Option<PathBuf>,
+    #[command(flatten)]
+    pub mig: crate::mig_args::MigArgs,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -141,6 +143,7 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
     config.max_steps = args.max_steps;
     let rates = rate_model(&args.run, &prepared)?;
+    config.mig = crate::mig_args::setup(&args.run.mig, &prepared)?.map(|m| m.model);
     let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
     let outcomes: Vec<Result<(SimResult, f64)>> = policies
         .into_par_iter()
@@ -267,6 +270,7 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
         options,
         job_types: prepared.workload.job_types.clone(),
         throughputs,
+        mig: crate::mig_args::setup(&run.mig, prepared)?.map(|m| m.data),
         ..PolicyParams::default()
     };
     let params = with_tenant_config(params, run, prepared)?;
@@ -372,6 +376,9 @@ pub fn load_throughputs(run: &RunArgs) -> Result<Option<cotenant_perf::throughpu
 
 /// Rates from `--throughputs` (checked against every job), else the reference rate.
 pub fn rate_model(run: &RunArgs, prepared: &Prepared) -> Result<Box<dyn RateModel>> {
+    if let Some(mig) = crate::mig_args::setup(&run.mig, prepared)? {
+        return Ok(Box::new(crate::mig_args::rates(&mig)));
+    }
     let Some(table) = load_throughputs(run)? else { return Ok(Box::new(ReferenceRate)) };
     cotenant_trace::gavel_throughputs::check_workload_rates(
         &prepared.workload,
@@ -402,6 +409,7 @@ pub fn sim_config(run: &RunArgs) -> Result<SimConfig> {
         horizon: None,
         watch: None,
         max_steps: None,
+        mig: None,
     })
 }
 

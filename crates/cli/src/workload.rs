@@ -104,6 +104,9 @@ pub fn prepare(args: &WorkloadArgs) -> Result<Prepared> {
 
 fn load(args: &WorkloadArgs) -> Result<(Workload, Option<TraceKind>, Option<PathBuf>)> {
     if let Some(spec) = &args.synthetic {
+        if let Some(miso) = spec.strip_prefix("miso") {
+            return Ok((crate::mig_args::miso_workload(miso)?, None, None));
+        }
         let spec = SyntheticSpec::parse(spec)?;
         return Ok((generate(&spec), None, None));
     }

@@ -390,6 +390,11 @@ impl MigState {
     pub fn is_busy(&self, gpu: GpuId) -> bool {
         self.gpus.get(gpu.index()).is_some_and(|g| !g.jobs.is_empty())
     }
+    /// GPUs holding at least one MIG or MPS job (the cluster counts them free:
+    /// no whole-GPU job owns them).
+    pub fn busy_gpus(&self) -> u32 {
+        self.gpus.iter().filter(|g| !g.jobs.is_empty()).count() as u32
+    }
     /// Whether the GPU is configured for MIG or MPS (whole-GPU starts refused).
     pub fn is_configured(&self, gpu: GpuId) -> bool {
         self.layout(gpu).is_some()

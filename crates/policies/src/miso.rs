@@ -366,24 +366,25 @@ pub struct MigStatic {
     knowledge: Knowledge,
     /// Profile names joined by `+`; `None`: the whole-GPU profile.
     partition: Option<String>,
+    /// The partition as instances, per geometry (by GPU type name).
+    layouts: BTreeMap<String, Vec<MigInstance>>,
 }
 
 impl MigStatic {
     /// Checks `partition` against every geometry it will meet.
     pub fn new(data: Arc<MigData>, partition: Option<String>) -> Result<MigStatic, String> {
-        if let Some(text) = &partition {
-            for geometry in &data.geometries {
-                geometry.partition_from_names(text).map_err(|e| e.to_string())?;
-            }
+        let mut layouts = BTreeMap::new();
+        for geometry in &data.geometries {
+            let layout = match &partition {
+                Some(text) => geometry.partition_from_names(text).map_err(|e| e.to_string())?,
+                None => geometry
+                    .whole_gpu()
+                    .map(|w| vec![w])
+                    .ok_or(format!("{} has no 7g profile", geometry.gpu))?,
+            };
+            layouts.insert(geometry.gpu.clone(), sorted(&layout));
         }
-        Ok(MigStatic { knowledge: Knowledge::new(data), partition })
-    }
-
-    fn layout_for(&self, geometry: &MigGeometry) -> Option<Vec<MigInstance>> {
-        match &self.partition {
-            Some(text) => geometry.partition_from_names(text).ok(),
-            None => geometry.whole_gpu().map(|w| vec![w]),
-        }
+        Ok(MigStatic { knowledge: Knowledge::new(data), partition, layouts })
     }
 }
 
@@ -404,8 +405,8 @@ impl Policy for MigStatic {
         for g in 0..mig.gpu_count() {
             let gpu = GpuId(g as u32);
             let Some(geometry) = usable(view, mig, gpu) else { continue };
-            let Some(wanted) = self.layout_for(geometry) else { continue };
-            let layout = MigLayout::Partition(sorted(&wanted));
+            let Some(wanted) = self.layouts.get(&geometry.gpu) else { continue };
+            let layout = MigLayout::Partition(wanted.clone());
             if mig.layout(gpu) != Some(&layout) {
                 if !pass.jobs_on[g].is_empty() {
                     continue;

@@ -32,6 +32,8 @@ pub struct SimConfig {
     /// livelocks (preempting jobs before they keep any progress) stops here and
     /// its remaining jobs end `Unfinished`, saying so. `None`: 1,000 per job + 1M.
     pub max_steps: Option<u64>,
+    /// MIG geometries by GPU type: the engine then accepts MIG actions (`None`: no MIG).
+    pub mig: Option<cotenant_core::mig::MigModel>,
 }
 
 impl Default for SimConfig {
@@ -44,6 +46,7 @@ impl Default for SimConfig {
             horizon: None,
             watch: None,
             max_steps: None,
+            mig: None,
         }
     }
 }
@@ -304,9 +307,13 @@ impl<'a> Run<'a> {
                 lost_gpu_us: 0,
             })
             .collect();
+        let mut engine = Engine::new(cluster, tenants.to_vec(), policy, config.seed);
+        if let Some(model) = &config.mig {
+            engine.enable_mig(model.clone());
+        }
         Run {
             jobs,
-            engine: Engine::new(cluster, tenants.to_vec(), policy, config.seed),
+            engine,
             rates,
             config,
             world: vec![WorldJob::default(); jobs.len()],
@@ -515,7 +522,8 @@ impl<'a> Run<'a> {
         if let (Some(log), Some(input)) = (&mut self.log, logged_input) {
             log.steps.push((now, input, commands));
         }
-        self.usage.free_gpus = self.engine.cluster().free_gpus();
+        self.usage.free_gpus = self.engine.cluster().free_gpus()
+            - self.engine.mig().map_or(0, cotenant_core::mig::MigState::busy_gpus);
         self.watch(now);
         if !reports.is_empty() {
             let input = Input::Batch(reports);

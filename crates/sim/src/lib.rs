@@ -9,6 +9,7 @@
 pub mod driver;
 pub mod gavel_rates;
 pub mod metrics;
+pub mod mig_rates;
 pub mod rates;
 pub mod usage;
 pub mod world;

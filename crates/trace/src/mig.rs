@@ -246,3 +246,44 @@ mod tests {
         assert!(a100.partition_from_names("4g.20gb+3g.20gb").is_err());
     }
 }
+
+#[cfg(test)]
+mod partitions {
+    use super::*;
+
+    /// The A100-40GB partitions no other valid partition contains (as a multiset of
+    /// profiles): the candidates `scripts/miso.sh` tries for the best static
+    /// partition (keep the two in step).
+    pub const A100_UNDOMINATED: &str = "1g.5gb+1g.5gb+1g.5gb+1g.5gb+1g.5gb+1g.5gb+1g.5gb \
+2g.10gb+1g.5gb+1g.5gb+1g.5gb+1g.5gb+1g.5gb 3g.20gb+1g.5gb+1g.5gb+1g.5gb+1g.5gb \
+2g.10gb+2g.10gb+1g.5gb+1g.5gb+1g.5gb 3g.20gb+2g.10gb+1g.5gb+1g.5gb 2g.10gb+2g.10gb+2g.10gb+1g.5gb \
+3g.20gb+2g.10gb+2g.10gb 3g.20gb+3g.20gb 4g.20gb+1g.5gb+1g.5gb+1g.5gb 4g.20gb+2g.10gb+1g.5gb 7g.40gb";
+
+    #[test]
+    fn the_a100_partitions_the_static_baseline_tries() {
+        let geometries = bundled_mig_geometry().unwrap();
+        let a100 = geometry_for(&geometries, "A100-40GB").unwrap();
+        let all = a100.distinct_partitions();
+        // 36 multisets in all (4g+3g not allowed), non-maximal ones included.
+        assert_eq!(all.len(), 36);
+        let counts = |p: &Vec<cotenant_core::mig::MigInstance>| {
+            let mut c = [0usize; 5];
+            p.iter().for_each(|i| c[usize::from(i.profile)] += 1);
+            c
+        };
+        let names: Vec<String> = all
+            .iter()
+            .filter(|p| {
+                let mine = counts(p);
+                !all.iter().any(|q| q.len() > p.len() && counts(q).iter().zip(mine).all(|(&a, b)| a >= b))
+            })
+            .map(|p| {
+                let mut names: Vec<&str> =
+                    p.iter().map(|&i| a100.profile(i).unwrap().name.as_str()).collect();
+                names.sort_by_key(|n| std::cmp::Reverse(a100.profile_index(n).unwrap()));
+                names.join("+")
+            })
+            .collect();
+        assert_eq!(names.join(" "), A100_UNDOMINATED);
+    }
+}

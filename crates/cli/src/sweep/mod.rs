@@ -274,6 +274,7 @@ impl SimSweep {
         let run = self.run_args(cell);
         let mut config = sim_config(&run)?;
         config.max_steps = self.args.max_steps;
+        config.mig = crate::mig_args::setup(&run.mig, prepared)?.map(|m| m.model);
         let mut policies = build_policies(&run, prepared)?;
         if cell.policy >= policies.len() {
             bail!("internal: policy {} of {}", cell.policy, policies.len());
