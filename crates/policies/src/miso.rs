@@ -426,9 +426,15 @@ impl Policy for MigStatic {
         }
         // Largest slices first, then GPU and start order.
         free.sort_by_key(|&(gpu, instance, slices)| (std::cmp::Reverse(slices), gpu, instance.start));
+        let largest_slices = largest_slices(&self.knowledge.data.geometries, &self.layouts);
         for &job in view.pending.iter().take(SCAN_LIMIT) {
             let state = view.job(job);
             let curve = self.knowledge.curve(state);
+            if !curve.fits(largest_slices) {
+                // No instance of this partition holds the job's memory: it can never run here.
+                pass.decision.waiting.push((job, WaitReason::NoUsableGpuType));
+                continue;
+            }
             let slot = free.iter().position(|&(_, _, slices)| curve.fits(slices));
             match slot.filter(|_| state.spec.gpus == 1) {
                 Some(i) => {
@@ -450,4 +456,15 @@ impl Policy for MigStatic {
         }
         pass.decision
     }
+}
+
+/// The most compute slices any instance of the static layouts has.
+fn largest_slices(geometries: &[MigGeometry], layouts: &BTreeMap<String, Vec<MigInstance>>) -> u8 {
+    geometries
+        .iter()
+        .filter_map(|g| {
+            layouts.get(&g.gpu).map(|l| l.iter().map(|&i| g.compute_slices(i)).max().unwrap_or(0))
+        })
+        .max()
+        .unwrap_or(0)
 }
