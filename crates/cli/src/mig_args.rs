@@ -106,5 +106,5 @@ pub fn rates(setup: &MigSetup) -> MigRates {
 /// `--synthetic miso[:KEY=VALUE,...]`: MISO's workload over the bundled curve classes.
 pub fn miso_workload(spec: &str) -> Result<cotenant_trace::Workload> {
     let spec = cotenant_trace::miso_workload::MisoSpec::parse(spec)?;
-    Ok(cotenant_trace::miso_workload::generate_miso(&spec, &bundled_slice_curves()?))
+    Ok(cotenant_trace::miso_workload::generate_miso(&spec, &bundled_slice_curves()?)?)
 }

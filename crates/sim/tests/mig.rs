@@ -49,7 +49,7 @@ fn params(setup: &Setup, partition: Option<&str>) -> PolicyParams {
 
 fn run(setup: &Setup, policy: usize, gpus: u32, spec: &MisoSpec, seed: u64, restore_secs: u64) -> SimResult {
     let (name, partition) = POLICIES[policy];
-    let workload = generate_miso(spec, &bundled_slice_curves().unwrap());
+    let workload = generate_miso(spec, &bundled_slice_curves().unwrap()).unwrap();
     let config = SimConfig {
         seed,
         record: true,
@@ -88,7 +88,7 @@ proptest! {
         restore in 0u64..60,
     ) {
         let setup = setup();
-        let spec = MisoSpec { jobs, mean_gap: Span::from_secs(gap), seed: workload_seed, work_min: Span::from_secs(60), work_max: Span::from_secs(1200) };
+        let spec = MisoSpec { jobs, mean_gap: Span::from_secs(gap), seed: workload_seed, work_min: Span::from_secs(60), work_max: Span::from_secs(1200), weights: None };
         let result = run(&setup, policy, gpus, &spec, seed, restore);
         for job in &result.jobs {
             prop_assert_eq!(&job.outcome, &Outcome::Completed, "{:?}", job);

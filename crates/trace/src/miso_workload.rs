@@ -7,6 +7,8 @@
 //! - `seed=S` (default 0)
 //! - `work=MIN:MAX` (default 10m:2h): run time alone on a whole GPU (7g),
 //!   log-uniform between the two (our choice: PAPERS.md gives no durations)
+//! - `weights=W1:W2:...` (default: the curves file's): one weight per class, in
+//!   the file's order, to vary the mix
 //!
 //! Each job draws its class from the bundled curves file
 //! (`crates/trace/data/mig_curves.toml`) by its weights. Draws per job, in order:
@@ -22,7 +24,7 @@ use crate::mig::CurveClass;
 use crate::{TraceError, Workload};
 
 const CONTEXT: &str = "--synthetic miso";
-const KEYS: &str = "jobs, gap, seed, work";
+const KEYS: &str = "jobs, gap, seed, work, weights";
 /// Most jobs a MISO workload may have.
 pub const MAX_MISO_JOBS: usize = 100_000;
 
@@ -34,6 +36,8 @@ pub struct MisoSpec {
     pub seed: u64,
     pub work_min: Span,
     pub work_max: Span,
+    /// Class weights replacing the curves file's (`None`: the file's).
+    pub weights: Option<Vec<f64>>,
 }
 
 impl Default for MisoSpec {
@@ -44,6 +48,7 @@ impl Default for MisoSpec {
             seed: 0,
             work_min: Span::from_secs(600),
             work_max: Span::from_secs(7200),
+            weights: None,
         }
     }
 }
@@ -78,6 +83,16 @@ impl MisoSpec {
                     spec.work_min = Span::parse(low).map_err(|m| err(key, m))?;
                     spec.work_max = Span::parse(high).map_err(|m| err(key, m))?;
                 }
+                "weights" => {
+                    let weights: Option<Vec<f64>> = value
+                        .split(':')
+                        .map(|w| w.trim().parse::<f64>().ok().filter(|w| w.is_finite() && *w >= 0.0))
+                        .collect();
+                    let weights = weights.filter(|w| w.iter().any(|&x| x > 0.0));
+                    spec.weights = Some(weights.ok_or_else(|| {
+                        err(key, format!("expected W1:W2:... >= 0, not all 0, got {value:?}"))
+                    })?);
+                }
                 _ => return Err(err(key, format!("unknown key (known: {KEYS})"))),
             }
         }
@@ -104,14 +119,31 @@ impl std::fmt::Display for MisoSpec {
             self.seed,
             self.work_min.as_secs_f64(),
             self.work_max.as_secs_f64()
-        )
+        )?;
+        if let Some(weights) = &self.weights {
+            let text: Vec<String> = weights.iter().map(f64::to_string).collect();
+            write!(f, ",weights={}", text.join(":"))?;
+        }
+        Ok(())
     }
 }
 
 /// Generates the workload: one tenant, one-GPU jobs, job types = the classes.
-pub fn generate_miso(spec: &MisoSpec, classes: &[CurveClass]) -> Workload {
+/// Errors when `weights` does not give one weight per class.
+pub fn generate_miso(spec: &MisoSpec, classes: &[CurveClass]) -> Result<Workload, TraceError> {
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
-    let total: f64 = classes.iter().map(|c| c.weight).sum();
+    let weights: Vec<f64> = match &spec.weights {
+        Some(w) if w.len() != classes.len() => {
+            return Err(TraceError::config(
+                CONTEXT,
+                "weights",
+                format!("{} weights for {} classes ({})", w.len(), classes.len(), class_names(classes)),
+            ))
+        }
+        Some(w) => w.clone(),
+        None => classes.iter().map(|c| c.weight).collect(),
+    };
+    let total: f64 = weights.iter().sum();
     let (low, high) = (spec.work_min.as_secs_f64().ln(), spec.work_max.as_secs_f64().ln());
     let mut arrival_us: u64 = 0;
     let mut jobs = Vec::with_capacity(spec.jobs);
@@ -121,10 +153,10 @@ pub fn generate_miso(spec: &MisoSpec, classes: &[CurveClass]) -> Workload {
             arrival_us = arrival_us.saturating_add((-(1.0 - u).ln() * spec.mean_gap.0 as f64).round() as u64);
         }
         let mut pick = rng.random::<f64>() * total;
-        let class = classes
+        let class = weights
             .iter()
-            .position(|c| {
-                pick -= c.weight;
+            .position(|w| {
+                pick -= w;
                 pick < 0.0
             })
             .unwrap_or(classes.len() - 1);
@@ -134,7 +166,7 @@ pub fn generate_miso(spec: &MisoSpec, classes: &[CurveClass]) -> Workload {
         job.job_type = Some(class as u32);
         jobs.push(job);
     }
-    Workload {
+    Ok(Workload {
         source: format!("synthetic:{spec}"),
         lines: vec![0; jobs.len()],
         jobs,
@@ -142,10 +174,14 @@ pub fn generate_miso(spec: &MisoSpec, classes: &[CurveClass]) -> Workload {
         job_types: classes.iter().map(|c| c.curve.name.clone()).collect(),
         notes: vec![format!(
             "MISO workload: job classes {} (speed-vs-slice curves, reconstructed; see the curves file)",
-            classes.iter().map(|c| c.curve.name.as_str()).collect::<Vec<_>>().join(", ")
+            class_names(classes)
         )],
         ..Workload::default()
-    }
+    })
+}
+
+fn class_names(classes: &[CurveClass]) -> String {
+    classes.iter().map(|c| c.curve.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
@@ -156,12 +192,21 @@ mod tests {
     fn same_seed_same_jobs_and_bad_keys_are_named() {
         let classes = crate::mig::bundled_slice_curves().unwrap();
         let spec = MisoSpec::parse(":jobs=50,seed=3").unwrap();
-        let a = generate_miso(&spec, &classes);
-        assert_eq!(a.jobs, generate_miso(&spec, &classes).jobs);
+        let a = generate_miso(&spec, &classes).unwrap();
+        assert_eq!(a.jobs, generate_miso(&spec, &classes).unwrap().jobs);
         assert_eq!(a.jobs.len(), 50);
         assert!(a.jobs.iter().all(|j| j.gpus == 1 && (600.0..=7200.0).contains(&j.work)));
         let error = MisoSpec::parse(":jbos=3").unwrap_err().to_string();
-        assert_eq!(error, "--synthetic miso, key `jbos`: unknown key (known: jobs, gap, seed, work)");
+        assert_eq!(
+            error,
+            "--synthetic miso, key `jbos`: unknown key (known: jobs, gap, seed, work, weights)"
+        );
+        // Only saturating jobs (the third class) with weights 0:0:1:0.
+        let only = generate_miso(&MisoSpec::parse(":weights=0:0:1:0").unwrap(), &classes).unwrap();
+        assert!(only.jobs.iter().all(|j| j.job_type == Some(2)));
+        let error =
+            generate_miso(&MisoSpec::parse(":weights=1:1").unwrap(), &classes).unwrap_err().to_string();
+        assert!(error.contains("2 weights for 4 classes"), "{error}");
         assert!(MisoSpec::parse(":work=2h:1h").is_err());
     }
 }
