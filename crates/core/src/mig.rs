@@ -405,7 +405,7 @@ impl MigState {
     pub(crate) fn check_reconfigure(&self, gpu: GpuId, layout: &MigLayout) -> Result<(), MigRefusal> {
         let Some(geometry) = self.geometry(gpu) else { return Err(MigRefusal::NotMig) };
         if let MigLayout::Partition(instances) = layout {
-            geometry.check_partition(instances).map_err(MigRefusal::Invalid)?;
+            geometry.check_partition(instances).map_err(|e| MigRefusal::Invalid(Box::new(e)))?;
         }
         let state = &self.gpus[gpu.index()];
         for &(job, start) in &state.jobs {
@@ -504,7 +504,8 @@ impl MigState {
 pub enum MigRefusal {
     /// The GPU's type has no MIG geometry (or MIG is not enabled for the run).
     NotMig,
-    Invalid(MigError),
+    /// Boxed: it carries names, and `Violation` should stay small.
+    Invalid(Box<MigError>),
     /// This job runs in an instance the reconfiguration removes.
     Busy(JobId),
     /// A whole-GPU job holds the GPU.

@@ -155,7 +155,7 @@ fn the_engine_validates_every_mig_action() {
     assert_eq!(
         refused,
         [
-            MigRefusal::Invalid(MigError::FourThreeNotAllowed { gpu: "A100-40GB".into() }),
+            MigRefusal::Invalid(Box::new(MigError::FourThreeNotAllowed { gpu: "A100-40GB".into() })),
             MigRefusal::Occupied,
             MigRefusal::NoSuchInstance,
             MigRefusal::WrongMode,
