@@ -297,13 +297,30 @@ impl MigGeometry {
         if let Some(partition) = found {
             return Ok(partition);
         }
-        // No placement works: say why the first-start one fails.
-        let naive: Vec<MigInstance> = wanted
-            .iter()
-            .map(|&p| MigInstance { profile: p, start: self.profiles[usize::from(p)].starts[0] })
-            .collect();
-        self.check_partition(&naive)?;
-        Err(MigError::NoPlacement { gpu: self.gpu.clone(), partition: text.to_string() })
+        // No placement works: name the rule the profiles break, if one does.
+        let gpu = self.gpu.clone();
+        let slices_of =
+            |n: u8| wanted.iter().filter(|&&p| self.profiles[usize::from(p)].compute_slices == n).count();
+        if !self.allow_4g_3g && slices_of(4) > 0 && slices_of(3) > 0 {
+            return Err(MigError::FourThreeNotAllowed { gpu });
+        }
+        let slices: u32 =
+            wanted.iter().map(|&p| u32::from(self.profiles[usize::from(p)].compute_slices)).sum();
+        if slices > u32::from(MIG_COMPUTE_SLICES) {
+            return Err(MigError::TooManySlices { gpu, slices });
+        }
+        for (p, profile) in self.profiles.iter().enumerate() {
+            let count = wanted.iter().filter(|&&w| usize::from(w) == p).count();
+            if count > usize::from(profile.max_instances) {
+                return Err(MigError::TooManyInstances {
+                    gpu,
+                    profile: profile.name.clone(),
+                    count,
+                    max: profile.max_instances,
+                });
+            }
+        }
+        Err(MigError::NoPlacement { gpu, partition: text.to_string() })
     }
 
     /// The whole-GPU instance (the profile with every compute slice), if the geometry has one.
