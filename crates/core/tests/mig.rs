@@ -225,20 +225,6 @@ fn mps_jobs_share_and_are_rerated_when_one_leaves() {
     assert!(!e.mig().unwrap().is_busy(gpu));
 }
 
-/// Random MIG actions (valid or not) from a seed.
-struct RandomMig {
-    actions: VecDeque<Vec<Action>>,
-}
-
-impl Policy for RandomMig {
-    fn name(&self) -> &'static str {
-        "random-mig"
-    }
-    fn schedule(&mut self, _cx: &mut PolicyCx<'_>, _view: &ClusterView<'_>) -> Decision {
-        Decision { actions: self.actions.pop_front().unwrap_or_default(), waiting: Vec::new() }
-    }
-}
-
 fn action() -> impl Strategy<Value = Action> {
     let instance = (0u8..5, 0u8..8).prop_map(|(profile, start)| MigInstance { profile, start });
     let layout = prop_oneof![
@@ -267,7 +253,7 @@ proptest! {
         finish in prop::collection::vec(0u32..12, 0..6),
     ) {
         let cluster = Cluster::new(ClusterSpec::homogeneous("A100-40GB", 1, 2)).unwrap();
-        let policy = RandomMig { actions: steps.clone().into() };
+        let policy = Scripted(steps.clone().into());
         let mut e = Engine::new(cluster, vec![TenantSpec::new("t")], Box::new(policy), 0);
         e.enable_mig(MigModel { geometries: vec![Some(a100(false))] });
         let geometry = a100(false);

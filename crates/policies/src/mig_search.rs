@@ -88,29 +88,13 @@ impl Search<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cotenant_core::mig::MigProfile;
 
-    pub(crate) fn a100(allow_4g_3g: bool) -> MigGeometry {
-        let profile = |name: &str, c, m, starts: &[u8], max, sms| MigProfile {
-            name: name.into(),
-            compute_slices: c,
-            memory_slots: m,
-            starts: starts.to_vec(),
-            max_instances: max,
-            sms,
-        };
-        MigGeometry {
-            gpu: "A100-40GB".into(),
-            memory_slots: 8,
-            allow_4g_3g,
-            profiles: vec![
-                profile("1g.5gb", 1, 1, &[0, 1, 2, 3, 4, 5, 6], 7, 14),
-                profile("2g.10gb", 2, 2, &[0, 2, 4], 3, 28),
-                profile("3g.20gb", 3, 4, &[0, 4], 2, 42),
-                profile("4g.20gb", 4, 4, &[0], 1, 56),
-                profile("7g.40gb", 7, 8, &[0], 1, 98),
-            ],
-        }
+    /// The bundled A100-40GB geometry (crates/trace/data/mig_geometry.toml).
+    fn a100(allow_4g_3g: bool) -> MigGeometry {
+        let geometries = cotenant_trace::mig::bundled_mig_geometry().unwrap();
+        let mut a100 = cotenant_trace::mig::geometry_for(&geometries, "A100-40GB").unwrap().clone();
+        a100.allow_4g_3g = allow_4g_3g;
+        a100
     }
 
     fn speeds(s1: f64, s2: f64, s3: f64, s4: f64) -> Speeds {
