@@ -22,6 +22,12 @@ pub const MIG_COMPUTE_SLICES: u8 = 7;
 pub const MAX_MEMORY_SLOTS: u8 = 16;
 /// Most jobs one GPU may hold in MPS mode (MISO co-locates at most 7 per GPU).
 pub const MAX_MPS_JOBS: u32 = 7;
+/// Most profiles a geometry may declare (real GPUs have 5 or 6).
+pub const MAX_PROFILES: usize = 16;
+/// Most valid partitions (counting start slots) a geometry may have: the search
+/// enumerates them, so a made-up geometry cannot make every decision explode.
+/// The bundled A100-40GB, H100-80GB and H200 have far fewer.
+pub const MAX_PARTITIONS: usize = 20_000;
 
 /// One MIG profile of a GPU type (`1g.5gb`, `3g.40gb`, ...).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,6 +91,8 @@ pub enum MigError {
     BadProfile { gpu: String, profile: String, field: &'static str, problem: String },
     #[error("{gpu}: no placement of {partition} fits the GPU's memory slots")]
     NoPlacement { gpu: String, partition: String },
+    #[error("{gpu}: {what} exceeds the limit of {limit} (core::mig::MAX_PROFILES, MAX_PARTITIONS)")]
+    TooLarge { gpu: String, what: &'static str, limit: usize },
     #[error("{gpu}: memory_slots must be between 1 and {MAX_MEMORY_SLOTS}, got {slots}")]
     BadMemorySlots { gpu: String, slots: u8 },
 }
@@ -133,6 +141,13 @@ impl MigGeometry {
             if p.max_instances == 0 || p.max_instances > MIG_COMPUTE_SLICES {
                 return Err(bad("max_instances", format!("must be 1..=7, got {}", p.max_instances)));
             }
+        }
+        let too_large = |what, limit| Err(MigError::TooLarge { gpu: self.gpu.clone(), what, limit });
+        if self.profiles.len() > MAX_PROFILES {
+            return too_large("the number of profiles", MAX_PROFILES);
+        }
+        if self.enumerate(MAX_PARTITIONS + 1).len() > MAX_PARTITIONS {
+            return too_large("the number of valid partitions", MAX_PARTITIONS);
         }
         Ok(())
     }
@@ -227,6 +242,11 @@ impl MigGeometry {
     /// Every valid non-empty partition, instances sorted by start, in a fixed order
     /// (depth-first over instances by start slot, then profile).
     pub fn partitions(&self) -> Vec<Vec<MigInstance>> {
+        self.enumerate(MAX_PARTITIONS)
+    }
+
+    /// At most `limit` partitions, in [`MigGeometry::partitions`] order.
+    fn enumerate(&self, limit: usize) -> Vec<Vec<MigInstance>> {
         let mut candidates: Vec<MigInstance> = self
             .profiles
             .iter()
@@ -238,7 +258,7 @@ impl MigGeometry {
         candidates.sort_by_key(|i| (i.start, i.profile));
         let mut out = Vec::new();
         let mut current = Vec::new();
-        self.extend_partitions(&candidates, 0, 0, &mut current, &mut out);
+        self.extend_partitions(&candidates, 0, 0, &mut current, &mut out, limit);
         out
     }
 
@@ -249,15 +269,19 @@ impl MigGeometry {
         used: u16,
         current: &mut Vec<MigInstance>,
         out: &mut Vec<Vec<MigInstance>>,
+        limit: usize,
     ) {
         for (i, &candidate) in candidates.iter().enumerate().skip(from) {
+            if out.len() >= limit {
+                return;
+            }
             if used & self.mask(candidate) != 0 {
                 continue;
             }
             current.push(candidate);
             if self.check_partition(current).is_ok() {
                 out.push(current.clone());
-                self.extend_partitions(candidates, i + 1, used | self.mask(candidate), current, out);
+                self.extend_partitions(candidates, i + 1, used | self.mask(candidate), current, out, limit);
             }
             current.pop();
         }

@@ -89,7 +89,8 @@ pub fn parse_mig_geometry(text: &str, source: &str) -> Result<Vec<MigGeometry>, 
                 cotenant_core::mig::MigError::BadProfile { profile, field, .. } => {
                     format!("profiles.{profile}.{field}")
                 }
-                _ => "memory_slots".to_string(),
+                cotenant_core::mig::MigError::BadMemorySlots { .. } => "memory_slots".to_string(),
+                _ => "profiles".to_string(),
             };
             return Err(TraceError::config(&context, &key, error.to_string()));
         }
@@ -285,5 +286,29 @@ mod partitions {
             })
             .collect();
         assert_eq!(names.join(" "), A100_UNDOMINATED);
+    }
+}
+
+#[cfg(test)]
+mod limits {
+    use super::*;
+
+    #[test]
+    fn bundled_geometries_are_far_below_the_partition_limit_and_a_huge_one_is_refused() {
+        for geometry in bundled_mig_geometry().unwrap() {
+            let count = geometry.partitions().len();
+            assert!(count * 10 < cotenant_core::mig::MAX_PARTITIONS, "{}: {count}", geometry.gpu);
+        }
+        // Eight one-slot profiles that may start anywhere: millions of partitions.
+        let profiles: String = (0..8)
+            .map(|i| format!("  {{ name = \"p{i}\", compute_slices = 1, memory_slots = 1, starts = [0, 1, 2, 3, 4, 5, 6, 7], max_instances = 7, sms = 1 }},\n"))
+            .collect();
+        let text = format!("[[gpu]]\nname = \"X\"\nmemory_slots = 8\nprofiles = [\n{profiles}]\n");
+        let error = parse_mig_geometry(&text, "x.toml").unwrap_err().to_string();
+        assert!(
+            error.contains("x.toml [[gpu]] X")
+                && error.contains("the number of valid partitions exceeds the limit of 20000"),
+            "{error}"
+        );
     }
 }
