@@ -360,7 +360,8 @@ impl Policy for Miso {
 }
 
 /// One fixed partition on every MIG GPU (`None`: the whole GPU, unpartitioned);
-/// FIFO jobs take the largest free instance they fit, never moving.
+/// jobs in arrival order take the largest free instance they fit (one that fits
+/// none waits without blocking later ones), never moving.
 #[derive(Debug)]
 pub struct MigStatic {
     knowledge: Knowledge,

@@ -311,7 +311,7 @@ static POLICIES: [PolicyInfo; 25] = [
     },
     PolicyInfo {
         name: "mig-static",
-        summary: "MIG baseline (--mig): every GPU one fixed partition (option partition=4g.20gb+2g.10gb+1g.5gb), FIFO jobs take the largest free slice they fit",
+        summary: "MIG baseline (--mig): every GPU one fixed partition (option partition=4g.20gb+2g.10gb+1g.5gb), jobs in arrival order take the largest free slice they fit (one that fits none waits without blocking later ones)",
         build: |p, o| {
             let data = mig_data(p, "mig-static")?;
             let partition = o.text("partition").ok_or_else(|| PolicyError::Missing {
