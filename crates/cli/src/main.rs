@@ -7,6 +7,7 @@ mod analyze_cmd;
 mod bench_cmd;
 mod calibrate_cmd;
 mod interference;
+mod mig_args;
 mod progress;
 mod report_cmd;
 mod serve_cmd;

@@ -75,6 +75,8 @@ pub struct RunArgs {
     /// xi times slower, and the sharing policies (sjf-bsbf, sjf-ffs) read it.
     #[arg(long, value_name = "PATH", conflicts_with = "throughputs")]
     pub interference: Option<PathBuf>,
+    #[command(flatten)]
+    pub mig: crate::mig_args::MigArgs,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -155,6 +157,7 @@ pub fn run(args: SimArgs) -> Result<()> {
     config.max_steps = args.max_steps;
     config.evals = prepared.evals.clone();
     let rates = rate_model(&args.run, &prepared)?;
+    config.mig = crate::mig_args::setup(&args.run.mig, &prepared)?.map(|m| m.model);
     let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
     let outcomes: Vec<Result<(SimResult, f64)>> = policies
         .into_par_iter()
@@ -300,6 +303,7 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
             .as_deref()
             .map(|p| crate::interference::load(p, prepared))
             .transpose()?,
+        mig: crate::mig_args::setup(&run.mig, prepared)?.map(|m| m.data),
         ..PolicyParams::default()
     };
     let params = with_tenant_config(params, run, prepared)?;
@@ -403,11 +407,15 @@ pub fn load_throughputs(run: &RunArgs) -> Result<Option<cotenant_perf::throughpu
         .transpose()
 }
 
-/// Rates from `--throughputs` (checked against every job), else the reference rate.
+/// Rates from `--interference`, `--mig` or `--throughputs` (checked against every job),
+/// else the reference rate.
 pub fn rate_model(run: &RunArgs, prepared: &Prepared) -> Result<Box<dyn RateModel>> {
     if let Some(path) = &run.interference {
         let table = crate::interference::load(path, prepared)?;
         return Ok(Box::new(crate::interference::rates(&table)));
+    }
+    if let Some(mig) = crate::mig_args::setup(&run.mig, prepared)? {
+        return Ok(Box::new(crate::mig_args::rates(&mig)));
     }
     let Some(table) = load_throughputs(run)? else { return Ok(Box::new(ReferenceRate)) };
     cotenant_trace::gavel_throughputs::check_workload_rates(
@@ -442,6 +450,7 @@ pub fn sim_config(run: &RunArgs) -> Result<SimConfig> {
         elastic: cotenant_sim::elastic::parse_model(&run.scaling, &run.elastic_model)
             .map_err(|e| anyhow!("--scaling/--elastic-model: {e}"))?,
         evals: None,
+        mig: None,
     })
 }
 

@@ -133,6 +133,9 @@ fn load(args: &WorkloadArgs) -> Result<(Workload, Option<TraceKind>, Option<Path
         return Ok((cotenant_trace::generate_sharing_mix(&spec), None, None));
     }
     if let Some(spec) = &args.synthetic {
+        if let Some(miso) = spec.strip_prefix("miso") {
+            return Ok((crate::mig_args::miso_workload(miso)?, None, None));
+        }
         let spec = SyntheticSpec::parse(spec)?;
         return Ok((generate(&spec), None, None));
     }

@@ -8,6 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::cluster::Cluster;
 use crate::ids::{GpuId, JobId, NodeId, TenantId};
 use crate::job::{EndReason, JobSpec};
+use crate::mig::{MigModel, MigRefusal, MigState};
 use crate::policy::{
     Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
 };
@@ -15,6 +16,7 @@ use crate::sharing::{self, ShareRefusal, Sharing};
 use crate::tenant::TenantSpec;
 use crate::time::Time;
 
+mod mig_actions;
 mod resize;
 
 /// Something that happened in the world.
@@ -146,6 +148,12 @@ pub enum Violation {
         job: JobId,
         refusal: ShareRefusal,
     },
+    /// A MIG reconfiguration (`job: None`) or MIG start the model refuses.
+    MigRefused {
+        job: Option<JobId>,
+        gpu: GpuId,
+        refusal: MigRefusal,
+    },
 }
 
 /// Counts the engine keeps for reporting.
@@ -176,6 +184,8 @@ pub struct Engine {
     rerate: Vec<JobId>,
     /// A policy ended a running job in this pass: its GPUs are free for a follow-up pass.
     freed_by_end: bool,
+    /// MIG partitions and the jobs in them (`None`: no MIG in this run).
+    mig: Option<MigState>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -205,7 +215,19 @@ impl Engine {
             stats: EngineStats::default(),
             rerate: Vec::new(),
             freed_by_end: false,
+            mig: None,
         }
+    }
+
+    /// Turns on MIG for the GPU types `model` has a geometry for (see `crate::mig`).
+    pub fn enable_mig(&mut self, model: MigModel) {
+        let types = (0..self.cluster.gpu_count()).map(|g| self.cluster.gpu_type_of(GpuId(g))).collect();
+        self.mig = Some(MigState::new(model, types));
+    }
+
+    /// The MIG state, when MIG is on.
+    pub fn mig(&self) -> Option<&MigState> {
+        self.mig.as_ref()
     }
 
     /// Applies one input at `now` and, if it calls for it, runs one scheduling
@@ -296,7 +318,7 @@ impl Engine {
                 trigger.node_change = true;
             }
             Input::NodeDown(node) => {
-                for job in self.cluster.jobs_on(node) {
+                for job in self.cluster.jobs_on(node).into_iter().chain(self.mig_jobs_on(node)) {
                     self.stop(now, job);
                     commands.push(Command::Stop { job, reason: StopReason::NodeDown });
                 }
@@ -373,6 +395,7 @@ impl Engine {
             resizes: 0,
             evals: Default::default(),
             sharing: Sharing::default(),
+            mig: None,
         });
         match never_fits {
             Some(reason) => {
@@ -422,6 +445,7 @@ impl Engine {
             }
             self.rerate.push(partner);
         }
+        self.leave_mig(id);
     }
 
     fn stop(&mut self, now: Time, id: JobId) {
@@ -458,6 +482,7 @@ impl Engine {
             running: &self.running,
             changes: &self.changes,
             jobs: &self.jobs,
+            mig: self.mig.as_ref(),
         };
         let mut cx = PolicyCx { rng: &mut self.rng };
         let decision = self.policy.schedule(&mut cx, &view);
@@ -475,12 +500,14 @@ impl Engine {
         // Stops first, so that the starts of the same decision may use the freed
         // GPUs; shared starts last, so that they may join jobs started just now.
         let mut actions = decision.actions;
+        // MIG reconfigurations after the stops that empty their instances, before the starts.
         let class = |a: &Action| match a {
             Action::Preempt { .. } | Action::End { .. } => 0,
             // Resizes keep the policy's order among starts: it lists the shrinks
             // that make room before the starts, and the growths after them.
-            Action::Start { .. } | Action::Resize { .. } => 1,
-            Action::StartShared { .. } | Action::Share(_) => 2,
+            Action::MigReconfigure { .. } => 1,
+            Action::Start { .. } | Action::Resize { .. } | Action::MigStart { .. } => 2,
+            Action::StartShared { .. } | Action::Share(_) => 3,
         };
         // Policies mostly list them in this order already: skip the (allocating) stable sort.
         if !actions.is_sorted_by_key(class) {
@@ -528,6 +555,8 @@ impl Engine {
                     let sharing = Sharing { mode: Some(share.mode), accumulation: share.accumulation };
                     self.start_shared(now, share.job, share.partner, sharing, commands);
                 }
+                Action::MigReconfigure { gpu, layout } => self.mig_reconfigure(gpu, layout),
+                Action::MigStart { job, gpu, target } => self.mig_start(now, job, gpu, target, commands),
             }
         }
     }
@@ -586,7 +615,7 @@ impl Engine {
         if let Some(violation) = self.check_admission(id, gpus.len() as u32) {
             return Some(violation);
         }
-        if !self.cluster.can_take(gpus) {
+        if !self.cluster.can_take(gpus) || self.mig_configured(gpus) {
             return Some(Violation::StartGpusUnavailable { job: id, gpus: gpus.to_vec() });
         }
         let need_gib = self.job(id)?.spec.gpu_memory.need_gib(1);

@@ -12,6 +12,7 @@ pub mod eval;
 pub mod ids;
 pub mod job;
 pub mod limits;
+pub mod mig;
 pub mod placement;
 pub mod policy;
 pub mod sharing;

@@ -8,6 +8,7 @@ use crate::cluster::Cluster;
 use crate::eval::EvalHistory;
 use crate::ids::{GpuId, JobId, TenantId};
 use crate::job::{EndReason, JobSpec};
+use crate::mig::{MigLayout, MigSlot, MigState, MigTarget};
 use crate::sharing::{Share, Sharing};
 use crate::tenant::TenantSpec;
 use crate::time::{Span, Time};
@@ -59,6 +60,9 @@ pub struct JobState {
     pub evals: EvalHistory,
     /// Declared sharing mode and gradient accumulation (`crate::sharing`).
     pub sharing: Sharing,
+    /// The MIG instance (or MPS seat) the job runs in, if it runs on a MIG GPU
+    /// (then `gpus` is empty: it holds no whole GPU).
+    pub mig: Option<MigSlot>,
 }
 
 impl JobState {
@@ -148,6 +152,8 @@ pub struct ClusterView<'a> {
     pub running: &'a BTreeSet<JobId>,
     pub changes: &'a [JobChange],
     pub(crate) jobs: &'a [Option<JobState>],
+    /// MIG geometry, layouts and instance occupants, when the run has MIG.
+    pub mig: Option<&'a MigState>,
 }
 
 impl<'a> ClusterView<'a> {
@@ -231,6 +237,11 @@ pub enum Action {
     /// Start a pending job sharing the GPUs of a running job, in a declared mode
     /// and with gradient accumulation (`crate::sharing`); memory-checked.
     Share(Share),
+    /// Set a MIG GPU's partition (or MPS mode). Refused while a job runs in an
+    /// instance it removes: preempt those jobs in the same decision.
+    MigReconfigure { gpu: GpuId, layout: MigLayout },
+    /// Start a pending one-GPU job in an instance (or under MPS) of a MIG GPU.
+    MigStart { job: JobId, gpu: GpuId, target: MigTarget },
 }
 
 /// What a policy returns: actions, and verdicts for jobs it looked at and left waiting.

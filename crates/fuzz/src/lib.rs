@@ -58,6 +58,10 @@ pub enum Entry {
     ClusterConfig,
     /// `accounts::parse_tenant_config`.
     TenantConfig,
+    /// `mig::parse_mig_geometry`, then every geometry's partitions enumerated and checked.
+    MigGeometry,
+    /// `mig::parse_slice_curves`.
+    MigCurves,
     /// `gavel_throughputs::parse_gavel_throughputs`.
     Throughputs,
     /// `cotenant_sim::sharing::parse_interference` (the GPU-sharing interference table).
@@ -209,6 +213,18 @@ pub fn targets(data: &Path) -> Vec<Target> {
             file_name: "tenants.toml",
             entry: Entry::TenantConfig,
             seeds: with(Vec::new(), TENANT_HAND),
+        },
+        Target {
+            name: "mig_geometry",
+            file_name: "mig_geometry.toml",
+            entry: Entry::MigGeometry,
+            seeds: vec![cotenant_trace::mig::BUNDLED_GEOMETRY.0.as_bytes().to_vec()],
+        },
+        Target {
+            name: "mig_curves",
+            file_name: "mig_curves.toml",
+            entry: Entry::MigCurves,
+            seeds: vec![cotenant_trace::mig::BUNDLED_CURVES.0.as_bytes().to_vec()],
         },
     ]
 }
@@ -474,6 +490,28 @@ fn call(entry: Entry, file_name: &str, path: &Path, input: &[u8]) -> Outcome {
                 let mut problems = Vec::new();
                 if config.accounts.len() > MAX_ACCOUNTS {
                     problems.push(format!("{} accounts > MAX_ACCOUNTS", config.accounts.len()));
+                }
+                Ok(problems)
+            }
+            Entry::MigGeometry => {
+                let text = String::from_utf8_lossy(input);
+                let mut problems = Vec::new();
+                for geometry in cotenant_trace::mig::parse_mig_geometry(&text, file_name)? {
+                    for partition in geometry.partitions() {
+                        if let Err(error) = geometry.check_partition(&partition) {
+                            problems.push(format!("enumerated partition {partition:?} is invalid: {error}"));
+                        }
+                    }
+                }
+                Ok(problems)
+            }
+            Entry::MigCurves => {
+                let text = String::from_utf8_lossy(input);
+                let mut problems = Vec::new();
+                for class in cotenant_trace::mig::parse_slice_curves(&text, file_name)? {
+                    if class.curve.speed(7) != 1.0 {
+                        problems.push(format!("{}: 7g speed {}", class.curve.name, class.curve.speed(7)));
+                    }
                 }
                 Ok(problems)
             }

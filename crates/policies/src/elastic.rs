@@ -254,6 +254,7 @@ mod tests {
             resizes: 0,
             evals: Default::default(),
             sharing: Default::default(),
+            mig: None,
         }
     }
 

@@ -88,13 +88,15 @@ impl Policy for EvalStop {
         // starts on their GPUs stay valid (ends are applied first), and the engine's
         // follow-up pass lets it fill whatever is left free.
         decision.actions.retain(|action| match action {
-            Action::Preempt { job } | Action::End { job, .. } | Action::Resize { job, .. } => {
-                !ended.contains(job)
-            }
+            Action::Preempt { job }
+            | Action::End { job, .. }
+            | Action::Resize { job, .. }
+            | Action::MigStart { job, .. } => !ended.contains(job),
             Action::StartShared { partner, .. } | Action::Share(cotenant_core::Share { partner, .. }) => {
                 !ended.contains(partner)
             }
-            Action::Start { .. } => true,
+            // A reconfiguration only needs the jobs in removed instances stopped, which an end does.
+            Action::Start { .. } | Action::MigReconfigure { .. } => true,
         });
         let mut actions = stops;
         actions.append(&mut decision.actions);

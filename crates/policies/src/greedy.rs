@@ -316,11 +316,12 @@ pub fn waiting_after(waiting_before: usize, decision: &Decision) -> usize {
     let mut waiting = waiting_before;
     for action in &decision.actions {
         match action {
-            Action::Start { .. } | Action::StartShared { .. } | Action::Share(_) => {
-                waiting = waiting.saturating_sub(1)
-            }
+            Action::Start { .. }
+            | Action::StartShared { .. }
+            | Action::Share(_)
+            | Action::MigStart { .. } => waiting = waiting.saturating_sub(1),
             Action::Preempt { .. } => waiting += 1,
-            Action::End { .. } | Action::Resize { .. } => {}
+            Action::End { .. } | Action::Resize { .. } | Action::MigReconfigure { .. } => {}
         }
     }
     waiting

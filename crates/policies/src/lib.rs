@@ -12,6 +12,8 @@ pub mod gavel;
 pub mod greedy;
 pub mod kueue;
 pub mod las;
+pub mod mig_search;
+pub mod miso;
 pub mod queue;
 pub mod registry;
 pub mod sjf;

@@ -47,6 +47,8 @@ pub struct PolicyParams {
     pub quotas: Option<crate::kueue::QuotaConfig>,
     /// Interference factors per sharing mode, indexed by job type (`sjf-bsbf`, `sjf-ffs`).
     pub interference: Option<Arc<cotenant_core::sharing::InterferenceTable>>,
+    /// MIG geometries and speed-versus-slice curves per job type, for the MIG policies (`--mig`).
+    pub mig: Option<Arc<crate::miso::MigData>>,
 }
 
 /// The options one builder reads, tracking which it used.
@@ -132,6 +134,12 @@ impl<'a> Options<'a> {
             return Err(self.bad(key, value, "thresholds must increase".into()));
         }
         Ok(out)
+    }
+
+    /// A free-text option (`None` when not given).
+    pub fn text(&mut self, key: &'static str) -> Option<String> {
+        self.used.push(key);
+        self.all.get(key).cloned()
     }
 
     fn bad(&self, key: &str, value: &str, problem: String) -> PolicyError {
@@ -311,6 +319,38 @@ static POLICIES: &[PolicyInfo] = &[
         },
     },
     PolicyInfo {
+        name: "miso",
+        summary: "MISO on MIG GPUs (--mig): fewest-jobs GPU, 30 s MPS profiling with a noisy predictor, exhaustive partition search for total normalized throughput, re-optimized on completion (option profile=30s)",
+        build: |p, o| {
+            let profile = o.span("profile", crate::miso::PROFILE_TIME)?;
+            Ok(Box::new(crate::miso::Miso::new(mig_data(p, "miso")?, false, profile)))
+        },
+    },
+    PolicyInfo {
+        name: "miso-oracle",
+        summary: "MISO with the true speed-vs-slice curves and no profiling phase (--mig): the bound MISO's predictor aims at",
+        build: |p, _| Ok(Box::new(crate::miso::Miso::new(mig_data(p, "miso-oracle")?, true, Span::ZERO))),
+    },
+    PolicyInfo {
+        name: "mig-unpartitioned",
+        summary: "MIG baseline (--mig): every GPU one whole 7g instance, one job per GPU, FIFO",
+        build: |p, _| Ok(Box::new(crate::miso::MigStatic::new(mig_data(p, "mig-unpartitioned")?, None).map_err(|e| bad_partition("mig-unpartitioned", "", e))?)),
+    },
+    PolicyInfo {
+        name: "mig-static",
+        summary: "MIG baseline (--mig): every GPU one fixed partition (option partition=4g.20gb+2g.10gb+1g.5gb), jobs in arrival order take the largest free slice they fit (one that fits none waits without blocking later ones)",
+        build: |p, o| {
+            let data = mig_data(p, "mig-static")?;
+            let partition = o.text("partition").ok_or_else(|| PolicyError::Missing {
+                policy: "mig-static".into(),
+                what: "option partition=PROFILE+PROFILE+... (e.g. 3g.20gb+2g.10gb+2g.10gb)".into(),
+            })?;
+            let policy = crate::miso::MigStatic::new(data, Some(partition.clone()))
+                .map_err(|e| bad_partition("mig-static", &partition, e))?;
+            Ok(Box::new(policy))
+        },
+    },
+    PolicyInfo {
         name: "sjf-bsbf",
         summary: "SJF-BSBF: SJF, non-preemptive; a job that finds no idle GPUs shares a lone resident's GPUs if the share test says both finish sooner, best benefit first, with gradient accumulation to fit GPU memory; needs --interference (option mode=time-slice|mps)",
         build: |p, o| crate::sjf_bsbf::build(crate::sjf_bsbf::PartnerChoice::BestBenefit, "sjf-bsbf", p, o),
@@ -344,6 +384,18 @@ fn wrap_evalstop(
     }
     let min_drop = o.f64("min_drop", 0.0, 0.0, f64::MAX)?;
     Ok(Box::new(crate::evalstop::EvalStop::new(name, base, k, min_drop)))
+}
+
+/// The MIG data a MIG policy needs, or an error saying to pass `--mig`.
+fn mig_data(p: &PolicyParams, policy: &str) -> Result<Arc<crate::miso::MigData>, PolicyError> {
+    p.mig.clone().ok_or_else(|| PolicyError::Missing {
+        policy: policy.into(),
+        what: "MIG GPUs and speed-vs-slice curves (run with --mig)".into(),
+    })
+}
+
+fn bad_partition(policy: &str, value: &str, problem: String) -> PolicyError {
+    PolicyError::BadOption { policy: policy.into(), key: "partition".into(), value: value.into(), problem }
 }
 
 /// Builds the policy called `name`.

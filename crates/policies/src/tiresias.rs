@@ -336,7 +336,8 @@ impl Tiresias {
             match *action {
                 Action::Start { job, .. }
                 | Action::StartShared { job, .. }
-                | Action::Share(cotenant_core::Share { job, .. }) => {
+                | Action::Share(cotenant_core::Share { job, .. })
+                | Action::MigStart { job, .. } => {
                     self.on_start(view, job);
                     to_running.push((self.jobs[job.index()].key(), job));
                 }
@@ -347,7 +348,7 @@ impl Tiresias {
                         preempted_front.push((key, job));
                     }
                 }
-                Action::End { .. } | Action::Resize { .. } => {}
+                Action::End { .. } | Action::Resize { .. } | Action::MigReconfigure { .. } => {}
             }
         }
         for id in std::mem::take(&mut self.fresh) {

@@ -39,6 +39,8 @@ pub struct SimConfig {
     /// Evaluation-score curves of the jobs that report evaluations as they run
     /// (RLHF jobs, `evalstop`); `None`: no job does.
     pub evals: Option<std::sync::Arc<EvalCurves>>,
+    /// MIG geometries by GPU type: the engine then accepts MIG actions (`None`: no MIG).
+    pub mig: Option<cotenant_core::mig::MigModel>,
 }
 
 impl Default for SimConfig {
@@ -53,6 +55,7 @@ impl Default for SimConfig {
             max_steps: None,
             elastic: ElasticModel::default(),
             evals: None,
+            mig: None,
         }
     }
 }
@@ -335,9 +338,13 @@ impl<'a> Run<'a> {
                 scaling_overhead_gpu_us: 0,
             })
             .collect();
+        let mut engine = Engine::new(cluster, tenants.to_vec(), policy, config.seed);
+        if let Some(model) = &config.mig {
+            engine.enable_mig(model.clone());
+        }
         Run {
             jobs,
-            engine: Engine::new(cluster, tenants.to_vec(), policy, config.seed),
+            engine,
             rates,
             config,
             world: vec![WorldJob::default(); jobs.len()],
@@ -553,7 +560,8 @@ impl<'a> Run<'a> {
         if let (Some(log), Some(input)) = (&mut self.log, logged_input) {
             log.steps.push((now, input, commands));
         }
-        self.usage.free_gpus = self.engine.cluster().free_gpus();
+        self.usage.free_gpus = self.engine.cluster().free_gpus()
+            - self.engine.mig().map_or(0, cotenant_core::mig::MigState::busy_gpus);
         self.queue_next_evals(now);
         self.watch(now);
         if !reports.is_empty() {

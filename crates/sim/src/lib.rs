@@ -11,6 +11,7 @@ pub mod elastic;
 pub mod evalstop;
 pub mod gavel_rates;
 pub mod metrics;
+pub mod mig_rates;
 pub mod rates;
 pub mod sharing;
 pub mod usage;

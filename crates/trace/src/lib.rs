@@ -19,6 +19,8 @@ mod error;
 mod gavel;
 mod itp;
 pub mod kubectl;
+pub mod mig;
+pub mod miso_workload;
 mod openb;
 mod philly;
 mod pollux;

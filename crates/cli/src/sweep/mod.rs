@@ -275,6 +275,7 @@ impl SimSweep {
         let mut config = sim_config(&run)?;
         config.max_steps = self.args.max_steps;
         config.evals = prepared.evals.clone();
+        config.mig = crate::mig_args::setup(&run.mig, prepared)?.map(|m| m.model);
         let mut policies = build_policies(&run, prepared)?;
         if cell.policy >= policies.len() {
             bail!("internal: policy {} of {}", cell.policy, policies.len());
