@@ -6,6 +6,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::cluster::Cluster;
+use crate::host::{HostAlloc, HostResource};
 use crate::ids::{GpuId, JobId, NodeId, TenantId};
 use crate::job::{EndReason, JobSpec};
 use crate::policy::{
@@ -71,6 +72,13 @@ pub enum Command {
         job: JobId,
         reason: EndReason,
     },
+    /// The job's CPUs and memory (crate::host), over all its nodes: emitted just
+    /// before its start, and when a running job's allocation changes (then a
+    /// `Rerate` follows). Only while the run models host resources.
+    Allocate {
+        job: JobId,
+        alloc: HostAlloc,
+    },
 }
 
 /// An input or action the engine refused. In the simulator any of these is a bug.
@@ -109,6 +117,17 @@ pub enum Violation {
     },
     EndAlreadyOver(JobId),
     UnknownNode(NodeId),
+    /// A start or allocation change would take more CPUs or memory than `node` has free.
+    HostOverCommit {
+        job: JobId,
+        node: NodeId,
+        resource: HostResource,
+        wanted: u32,
+        free: u32,
+    },
+    /// `Action::Allocate` for a job that is neither pending nor running, or under
+    /// a policy that does not model host resources.
+    AllocateNotPossible(JobId),
 }
 
 /// Counts the engine keeps for reporting.
@@ -150,7 +169,10 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    pub fn new(cluster: Cluster, tenants: Vec<TenantSpec>, policy: Box<dyn Policy>, seed: u64) -> Engine {
+    pub fn new(mut cluster: Cluster, tenants: Vec<TenantSpec>, policy: Box<dyn Policy>, seed: u64) -> Engine {
+        if policy.host_resources() {
+            cluster.host_mut().enable();
+        }
         Engine {
             tenant_gpus: vec![0; tenants.len()],
             tenants,
@@ -286,8 +308,12 @@ impl Engine {
             self.violations.push(Violation::UnknownTenant { job: id, tenant: spec.tenant });
             return;
         };
+        let request = HostAlloc { cpus: spec.cpus, memory_gib: spec.memory_gib };
+        let host = self.cluster.host();
         let never_fits = if spec.gpus > self.cluster.gpu_count() {
             Some(EndReason::WiderThanCluster { requested: spec.gpus, cluster_gpus: self.cluster.gpu_count() })
+        } else if let Some(reason) = host.enabled().then(|| host.never_fits(spec.gpus, request)).flatten() {
+            Some(reason)
         } else {
             tenant
                 .gpu_limit
@@ -309,6 +335,7 @@ impl Engine {
             progress: Progress { done: 0.0, rate: 0.0, at: now },
             verdict: None,
             partner: None,
+            host: request,
         });
         match never_fits {
             Some(reason) => {
@@ -348,6 +375,7 @@ impl Engine {
         let partner = job.partner.take();
         self.tenant_gpus[job.spec.tenant.index()] -= job.gpus.len() as u32;
         self.cluster.release(id, &job.gpus);
+        self.cluster.host_mut().release(id);
         // Cleared, not freed: a preempted job keeps the allocation for its next start.
         job.gpus.clear();
         if let Some(partner) = partner {
@@ -410,7 +438,7 @@ impl Engine {
         // GPUs; shared starts last, so that they may join jobs started just now.
         let mut actions = decision.actions;
         let class = |a: &Action| match a {
-            Action::Preempt { .. } | Action::End { .. } => 0,
+            Action::Preempt { .. } | Action::End { .. } | Action::Allocate { .. } => 0,
             Action::Start { .. } => 1,
             Action::StartShared { .. } => 2,
         };
@@ -442,6 +470,7 @@ impl Engine {
                         continue;
                     }
                     self.start(now, job, &gpus);
+                    self.push_allocate(job, commands);
                     commands.push(Command::Start { job, gpus });
                 }
                 Action::StartShared { job, partner } => {
@@ -460,7 +489,12 @@ impl Engine {
                         self.violations.push(violation);
                         continue;
                     }
+                    if let Some(violation) = self.check_host(job, &gpus) {
+                        self.violations.push(violation);
+                        continue;
+                    }
                     self.start(now, job, &gpus);
+                    self.push_allocate(job, commands);
                     for (one, other) in [(job, partner), (partner, job)] {
                         if let Some(state) = self.job_mut(one) {
                             state.partner = Some(other);
@@ -469,6 +503,7 @@ impl Engine {
                     self.rerate.push(partner);
                     commands.push(Command::StartShared { job, gpus, partner });
                 }
+                Action::Allocate { job, alloc } => self.allocate(job, alloc, commands),
             }
         }
     }
@@ -480,7 +515,64 @@ impl Engine {
         if !self.cluster.can_take(gpus) {
             return Some(Violation::StartGpusUnavailable { job: id, gpus: gpus.to_vec() });
         }
-        None
+        self.check_host(id, gpus)
+    }
+
+    /// While host resources are modelled: the job's allocation fits on its nodes.
+    fn check_host(&self, id: JobId, gpus: &[GpuId]) -> Option<Violation> {
+        let host = self.cluster.host();
+        let job = self.job(id).filter(|_| host.enabled())?;
+        let shares = crate::host::node_shares(&self.cluster, gpus, job.host);
+        let over = host.check(id, &shares).err()?;
+        Some(Violation::HostOverCommit {
+            job: id,
+            node: over.node,
+            resource: over.resource,
+            wanted: over.wanted,
+            free: over.free,
+        })
+    }
+
+    fn push_allocate(&self, job: JobId, commands: &mut Vec<Command>) {
+        if let Some(state) = self.job(job).filter(|_| self.cluster.host().enabled()) {
+            commands.push(Command::Allocate { job, alloc: state.host });
+        }
+    }
+
+    /// `Action::Allocate`: a pending job's next allocation, or a running job's
+    /// new one (checked against its nodes, counting what it holds as free).
+    fn allocate(&mut self, id: JobId, alloc: HostAlloc, commands: &mut Vec<Command>) {
+        let running = self.running.contains(&id);
+        if !self.cluster.host().enabled() || !(running || self.pending.contains(&id)) {
+            self.violations.push(Violation::AllocateNotPossible(id));
+            return;
+        }
+        let Some(job) = self.job(id) else { return };
+        if !running || job.host == alloc {
+            if let Some(job) = self.job_mut(id) {
+                job.host = alloc;
+            }
+            return;
+        }
+        let gpus = job.gpus.clone();
+        let shares = crate::host::node_shares(&self.cluster, &gpus, alloc);
+        if let Err(over) = self.cluster.host().check(id, &shares) {
+            self.violations.push(Violation::HostOverCommit {
+                job: id,
+                node: over.node,
+                resource: over.resource,
+                wanted: over.wanted,
+                free: over.free,
+            });
+            return;
+        }
+        self.cluster.host_mut().release(id);
+        self.cluster.host_mut().take(id, shares);
+        if let Some(job) = self.job_mut(id) {
+            job.host = alloc;
+        }
+        commands.push(Command::Allocate { job: id, alloc });
+        self.rerate.push(id);
     }
 
     /// The job is pending, gets the GPU count it asked for, and its tenant stays
@@ -516,6 +608,10 @@ impl Engine {
         job.gpus.extend_from_slice(gpus);
         job.first_start.get_or_insert(now);
         job.verdict = None;
+        if self.cluster.host().enabled() {
+            let shares = crate::host::node_shares(&self.cluster, gpus, job.host);
+            self.cluster.host_mut().take(id, shares);
+        }
         job.progress.at = now;
         self.changes.push(JobChange::Started(id));
         self.stats.starts += 1;

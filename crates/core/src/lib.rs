@@ -7,6 +7,7 @@
 
 pub mod cluster;
 pub mod engine;
+pub mod host;
 pub mod ids;
 pub mod job;
 pub mod limits;
@@ -17,6 +18,7 @@ pub mod time;
 
 pub use cluster::{Cluster, ClusterError, ClusterSpec, NodeSpec};
 pub use engine::{Command, Engine, EngineStats, Input, StopReason, Violation};
+pub use host::{HostAlloc, HostResource};
 pub use ids::{GpuId, GpuTypeId, JobId, NodeId, TenantId};
 pub use job::{EndReason, JobKind, JobSpec};
 pub use policy::{

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use rand_chacha::ChaCha8Rng;
 
 use crate::cluster::Cluster;
+use crate::host::HostAlloc;
 use crate::ids::{GpuId, JobId, TenantId};
 use crate::job::{EndReason, JobSpec};
 use crate::tenant::TenantSpec;
@@ -48,6 +49,9 @@ pub struct JobState {
     pub verdict: Option<WaitReason>,
     /// The job space-sharing this one's GPUs, if any.
     pub partner: Option<JobId>,
+    /// CPUs and memory: held while running, else what the job starts with next
+    /// (its request unless a policy set it with `Action::Allocate`; crate::host).
+    pub host: HostAlloc,
 }
 
 impl JobState {
@@ -211,6 +215,10 @@ pub enum Action {
     Preempt { job: JobId },
     /// Remove a job for good (pending or running).
     End { job: JobId, reason: EndReason },
+    /// Set a job's CPUs and memory (crate::host): a pending job's for its next
+    /// start, or a running job's now (its rate changes). Only under a policy
+    /// whose `host_resources` is true.
+    Allocate { job: JobId, alloc: HostAlloc },
 }
 
 /// What a policy returns: actions, and verdicts for jobs it looked at and left waiting.
@@ -231,6 +239,12 @@ pub trait Policy: Send {
     /// The name the CLI knows it by.
     fn name(&self) -> &'static str;
     fn schedule(&mut self, cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision;
+    /// True if the policy places by CPUs and memory: the engine then tracks them
+    /// per node and refuses any over-commit (crate::host). Off by default, so
+    /// that policies that ignore host resources keep their results.
+    fn host_resources(&self) -> bool {
+        false
+    }
     /// When the policy next wants to be called even if nothing happens.
     fn next_round(&self, _now: Time) -> Option<Time> {
         None

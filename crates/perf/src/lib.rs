@@ -9,6 +9,7 @@ pub mod memory;
 pub mod model;
 pub mod profile;
 pub mod roofline;
+pub mod synergy;
 pub mod throughput;
 
 pub use gpu::{find_gpu, GpuSpec, GIB, GPU_CATALOG};

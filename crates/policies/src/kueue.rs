@@ -464,7 +464,10 @@ mod tests {
                         self.left_s[job.index()] -= (self.now - at).as_secs_f64();
                     }
                     // Kueue never shares GPUs.
-                    Command::End { .. } | Command::StartShared { .. } | Command::Rerate { .. } => {}
+                    Command::End { .. }
+                    | Command::StartShared { .. }
+                    | Command::Rerate { .. }
+                    | Command::Allocate { .. } => {}
                 }
             }
         }

@@ -119,7 +119,7 @@ pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) {
                     }
                 }
                 Command::End { job, .. } => started_at[job.index()] = None,
-                Command::StartShared { .. } | Command::Rerate { .. } => {}
+                Command::StartShared { .. } | Command::Rerate { .. } | Command::Allocate { .. } => {}
             }
         }
         if !reports.is_empty() {

@@ -186,6 +186,7 @@ fn run(
                     });
                 }
                 Command::End { job, .. } => panic!("{job} ended"),
+                Command::Allocate { .. } => {}
             }
         }
         // Tenant limits hold (a shared GPU counts fully for each job on it).

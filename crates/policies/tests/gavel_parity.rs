@@ -87,7 +87,10 @@ fn run(trace: &str, policy: &str) -> (f64, f64) {
                     reports.push(Input::Progress { job, work_done, rate: 0.0 });
                 }
                 // The unpacked policies under test never share GPUs.
-                Command::End { .. } | Command::StartShared { .. } | Command::Rerate { .. } => {}
+                Command::End { .. }
+                | Command::StartShared { .. }
+                | Command::Rerate { .. }
+                | Command::Allocate { .. } => {}
             }
         }
         if !reports.is_empty() {

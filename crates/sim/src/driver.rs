@@ -538,6 +538,8 @@ impl<'a> Run<'a> {
                 Some(self.start(now, *job, gpus, Some(*partner)))
             }
             Command::Rerate { job, partners } => self.rerate(now, *job, partners),
+            // The allocation lives on the engine's JobState; the Rerate that follows a change reads it.
+            Command::Allocate { .. } => None,
             Command::Stop { job, .. } => {
                 let spec = &self.jobs[job.index()];
                 let kept = self.world[job.index()].stop(now, spec.work, &self.config.overheads);
