@@ -308,7 +308,7 @@ pub fn waiting_after(waiting_before: usize, decision: &Decision) -> usize {
         match action {
             Action::Start { .. } | Action::StartShared { .. } => waiting = waiting.saturating_sub(1),
             Action::Preempt { .. } => waiting += 1,
-            Action::End { .. } => {}
+            Action::End { .. } | Action::Allocate { .. } => {}
         }
     }
     waiting

@@ -14,6 +14,7 @@ pub mod queue;
 pub mod registry;
 pub mod sjf;
 pub mod srtf;
+pub mod synergy;
 pub mod tiresias;
 
 #[cfg(test)]

@@ -45,6 +45,8 @@ pub struct PolicyParams {
     pub accounts: Option<crate::fairshare::AccountTree>,
     /// Per-tenant GPU quotas, cohorts and borrowing limits for `kueue`.
     pub quotas: Option<crate::kueue::QuotaConfig>,
+    /// Synergy's throughput matrices (`None`: the bundled, reconstructed ones).
+    pub synergy_matrices: Option<Arc<cotenant_perf::synergy::SynergyMatrices>>,
 }
 
 /// The options one builder reads, tracking which it used.
@@ -158,7 +160,7 @@ pub fn policies() -> &'static [PolicyInfo] {
     &POLICIES
 }
 
-static POLICIES: [PolicyInfo; 21] = [
+static POLICIES: [PolicyInfo; 25] = [
     PolicyInfo {
         name: "fifo",
         summary: "first come first served, non-preemptive; the first job that does not fit blocks the queue",
@@ -282,6 +284,26 @@ static POLICIES: [PolicyInfo; 21] = [
             let config = p.quotas.clone().unwrap_or_default();
             Ok(Box::new(crate::kueue::Kueue::new(p.placement, config, grace, check)))
         },
+    },
+    PolicyInfo {
+        name: "synergy-tune",
+        summary: "Synergy TUNE: best-case CPUs/memory per job, else proportional, else shrink co-located jobs to proportional; 300 s rounds (options order=fifo|srtf|las|ftf, round=300s)",
+        build: |p, o| crate::synergy::build(crate::synergy::Mechanism::Tune, p, o),
+    },
+    PolicyInfo {
+        name: "synergy-proportional",
+        summary: "Synergy's baseline: every job gets GPU-proportional CPUs and memory; 300 s rounds (options order=fifo|srtf|las|ftf, round=300s)",
+        build: |p, o| crate::synergy::build(crate::synergy::Mechanism::Proportional, p, o),
+    },
+    PolicyInfo {
+        name: "synergy-greedy",
+        summary: "Synergy Greedy: each job its best-case CPUs/memory or it waits (GPUs may idle); 300 s rounds (options order=fifo|srtf|las|ftf, round=300s)",
+        build: |p, o| crate::synergy::build(crate::synergy::Mechanism::Greedy, p, o),
+    },
+    PolicyInfo {
+        name: "synergy-opt",
+        summary: "Synergy OPT: targets from an LP maximizing total throughput over CPU/memory choices (none below proportional), placed as TUNE; 300 s rounds (options order=fifo|srtf|las|ftf, round=300s)",
+        build: |p, o| crate::synergy::build(crate::synergy::Mechanism::Opt, p, o),
     },
 ];
 

@@ -342,7 +342,7 @@ impl Tiresias {
                         preempted_front.push((key, job));
                     }
                 }
-                Action::End { .. } => {}
+                Action::End { .. } | Action::Allocate { .. } => {}
             }
         }
         for id in std::mem::take(&mut self.fresh) {

@@ -10,6 +10,7 @@ pub mod driver;
 pub mod gavel_rates;
 pub mod metrics;
 pub mod rates;
+pub mod synergy_rates;
 pub mod usage;
 pub mod world;
 
