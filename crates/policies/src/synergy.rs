@@ -304,6 +304,27 @@ impl<'v, 'p> Round<'v, 'p> {
         total
     }
 
+    /// `want`, lowered to what the layout's servers could ever give it: a node with
+    /// k of the job's g GPUs carries k/g of the total, so it limits the total to
+    /// capacity x g / k (a resource a server does not model sets no limit).
+    fn at_most_capacity(&self, layout: &[(NodeId, u32)], want: HostAlloc) -> HostAlloc {
+        let gpus: u64 = layout.iter().map(|&(_, k)| u64::from(k)).sum();
+        let mut limit = HostAlloc { cpus: u32::MAX, memory_gib: u32::MAX };
+        for &(node, k) in layout {
+            let capacity = self.nodes[node.index()].capacity;
+            let most = |c: u32| {
+                if c == 0 {
+                    u32::MAX
+                } else {
+                    (u64::from(c) * gpus / u64::from(k).max(1)).min(u64::from(u32::MAX)) as u32
+                }
+            };
+            limit.cpus = limit.cpus.min(most(capacity.cpus));
+            limit.memory_gib = limit.memory_gib.min(most(capacity.memory_gib));
+        }
+        HostAlloc { cpus: want.cpus.min(limit.cpus), memory_gib: want.memory_gib.min(limit.memory_gib) }
+    }
+
     /// Per-node shortfall of `alloc` on `layout` (CPUs, memory); all zero: it fits.
     fn shortfall(&self, layout: &[(NodeId, u32)], alloc: HostAlloc) -> Vec<(u32, u32)> {
         layout
@@ -372,25 +393,28 @@ impl<'v, 'p> Round<'v, 'p> {
     fn place(&mut self, job: &JobState, best: PerGpu, mechanism: Mechanism) -> bool {
         let gpus = job.spec.gpus;
         let layouts = self.layouts(gpus);
-        let demand = demand_of(best, gpus);
+        let wanted = demand_of(best, gpus);
+        // Best case, but never more than the layout's servers have (else a wide job
+        // of a sensitive class could never run under Greedy).
+        let demand = |round: &Round<'_, '_>, l: &[(NodeId, u32)]| round.at_most_capacity(l, wanted);
         let attempt = |round: &Round<'_, '_>, want: &dyn Fn(&[(NodeId, u32)]) -> HostAlloc| {
             layouts.iter().find(|l| round.fits(l, want(l))).map(|l| (l.clone(), want(l)))
         };
         let capped = |round: &Round<'_, '_>, l: &[(NodeId, u32)]| {
             let prop = round.proportional(l);
-            HostAlloc { cpus: prop.cpus.min(demand.cpus), memory_gib: prop.memory_gib.min(demand.memory_gib) }
+            HostAlloc { cpus: prop.cpus.min(wanted.cpus), memory_gib: prop.memory_gib.min(wanted.memory_gib) }
         };
         let chosen = match mechanism {
             Mechanism::Proportional => attempt(self, &|l| self.proportional(l)),
-            Mechanism::Greedy => attempt(self, &|_| demand),
-            Mechanism::Tune | Mechanism::Opt => {
-                attempt(self, &|_| demand).or_else(|| attempt(self, &|l| capped(self, l))).or_else(|| {
+            Mechanism::Greedy => attempt(self, &|l| demand(self, l)),
+            Mechanism::Tune | Mechanism::Opt => attempt(self, &|l| demand(self, l))
+                .or_else(|| attempt(self, &|l| capped(self, l)))
+                .or_else(|| {
                     let layout = layouts.iter().find(|l| self.can_shrink_for(l, capped(self, l)))?;
                     let want = capped(self, layout);
                     self.shrink_for(layout, want);
                     Some((layout.clone(), want))
-                })
-            }
+                }),
         };
         let Some((layout, alloc)) = chosen else { return false };
         self.take(job.id(), layout, alloc);
@@ -486,8 +510,8 @@ impl<'v, 'p> Round<'v, 'p> {
     fn grow(&mut self, job: JobId, best: PerGpu) {
         let Some(holder) = self.holders.get(&job) else { return };
         let gpus: u32 = holder.layout.iter().map(|&(_, k)| k).sum();
-        let demand = demand_of(best, gpus);
-        let alloc = holder.alloc;
+        let (alloc, layout) = (holder.alloc, holder.layout.clone());
+        let demand = self.at_most_capacity(&layout, demand_of(best, gpus));
         let target = HostAlloc {
             cpus: demand.cpus.max(alloc.cpus),
             memory_gib: demand.memory_gib.max(alloc.memory_gib),
@@ -495,7 +519,6 @@ impl<'v, 'p> Round<'v, 'p> {
         if target == alloc {
             return;
         }
-        let layout = holder.layout.clone();
         // What the job holds counts as free for its own new shares.
         self.set_alloc(job, HostAlloc::default());
         let fits = self.fits(&layout, target);
