@@ -128,7 +128,7 @@ impl Policy for Synergy {
     }
 
     fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
-        let boundary = view.now.0 % self.round.0.max(1) == 0;
+        let boundary = view.now.0.is_multiple_of(self.round.0.max(1));
         let mut jobs: Vec<&JobState> = view.running_jobs().chain(view.pending_jobs()).collect();
         let keys: BTreeMap<JobId, (f64, Time, JobId)> =
             jobs.iter().map(|j| (j.id(), self.sort_key(j, view.now))).collect();
@@ -397,7 +397,7 @@ impl<'v, 'p> Round<'v, 'p> {
         // Best case, but never more than the layout's servers have (else a wide job
         // of a sensitive class could never run under Greedy).
         let demand = |round: &Round<'_, '_>, l: &[(NodeId, u32)]| round.at_most_capacity(l, wanted);
-        let attempt = |round: &Round<'_, '_>, want: &dyn Fn(&[(NodeId, u32)]) -> HostAlloc| {
+        let attempt = |round: &Round<'_, '_>, want: &WantFn<'_>| {
             layouts.iter().find(|l| round.fits(l, want(l))).map(|l| (l.clone(), want(l)))
         };
         let capped = |round: &Round<'_, '_>, l: &[(NodeId, u32)]| {
@@ -561,6 +561,9 @@ impl<'v, 'p> Round<'v, 'p> {
         decision.actions.extend(starts);
     }
 }
+
+/// The allocation a mechanism wants on a layout.
+type WantFn<'a> = dyn Fn(&[(NodeId, u32)]) -> HostAlloc + 'a;
 
 /// A job's GPUs per node, in node order.
 fn layout_of(view: &ClusterView<'_>, gpus: &[GpuId]) -> Vec<(NodeId, u32)> {
