@@ -72,6 +72,38 @@ def command(name, rate, gpus, mix, seed, policies=",".join(mechanisms), extra=""
             f"job-mix={mix},seed={seed} --cluster {cluster} --synergy-matrices bundled "
             f"--policy {policies}{extra} --json")
 
+READING = """
+Written for the figures above (seeds 1-3, bundled matrices); rerun the script after
+changing either and re-read.
+
+- **Calibration point.** TUNE's mean JCT (20.9 h) and p99 (148.7 h) are within 5% of the
+  artifact's 21.9 h and 156.9 h. This mostly checks the setup rather than the matrices: at
+  9 jobs/h on 128 GPUs the mean is set by the long-job tail (20% of jobs run 17-167 h) and
+  the queueing it causes, and GPU-proportional lands at 23.2 h too. It does say that
+  the workload generator, the cluster and the round mechanics are in the right regime.
+- **TUNE against GPU-proportional: 1.05x-1.15x here, against the paper's "up to 3.4x".**
+  A disagreement, and we do not tune it away. Reasons we can name: (1) the matrices are
+  reconstructed (image peaks at 2.46x, speech at 1.58x, language at 1.0); the JCT gain
+  is bounded by how much of the work is CPU-sensitive and by how much faster it can run,
+  and Synergy's measured profiles may be steeper; (2) on 24-CPU servers the only CPUs
+  TUNE can move are those language jobs leave (best case 2 of their 3), so a full server
+  gives an image job at most a few extra CPUs, and TUNE shrinks it back whenever another
+  job arrives; (3) the paper's largest gains come from its Philly-derived trace at loads
+  where queueing compounds every speedup; at 12 jobs/h our ratio is lower (1.05x), not
+  higher, because a saturated server has no spare CPUs to give. The image-heavy mix gains
+  most (1.15x, 1.12x with multi-GPU jobs), as the paper's account predicts.
+- **TUNE against OPT: 1.05x-1.11x, matching "within ~10%".** OPT here places the LP's
+  targets as TUNE places best cases; the LP value itself is a per-round throughput bound
+  (the hand-computed case in `crates/sim/tests/synergy.rs`: 8.98 against TUNE's 8.0).
+- **Greedy is worse than proportional** (1.2x-2.7x the mean JCT): it leaves GPUs idle
+  while a job's best case does not fit, the failure TUNE is designed to avoid.
+- **Orderings.** TUNE helps under all four (1.07x-1.11x); SRTF gives the lowest JCTs, as
+  it does without host resources.
+- **Spread.** Seeds move the mean JCT by a few percent at one GPU per job and by up to
+  about 2x with Gavel's GPU counts (rare 8-GPU jobs dominate); the ratios move much less,
+  since every policy sees the same jobs.
+"""
+
 lines = []
 w = lines.append
 w("# Synergy: CPU- and memory-aware allocation (OSDI'22)")
@@ -149,7 +181,7 @@ w(f"Command (seed 1): `{command('order', 9, 1, '20:70:10', 1, 'synergy-proportio
 w("")
 w("## Reading")
 w("")
-w(open("docs/experiments/synergy-reading.md").read().strip())
+w(READING.strip())
 w("")
 open(out, "w").write("\n".join(lines))
 PY
