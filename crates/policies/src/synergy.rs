@@ -194,17 +194,24 @@ pub fn build(
     Ok(Box::new(Synergy::new(mechanism, order, round, matrices, &params.job_types)))
 }
 
-/// The jobs whose GPUs fit, in order. Between rounds, running jobs all stay.
+/// The jobs whose GPUs fit, in order, within their tenants' hard limits.
+/// Between rounds, running jobs all stay.
 fn pick(view: &ClusterView<'_>, ordered: &[&JobState], boundary: bool) -> Vec<JobId> {
     let mut left = view.cluster.up_gpus();
+    let mut tenant_gpus = vec![0u32; view.tenants.len()];
     let mut picked = Vec::new();
     if !boundary {
         left = view.cluster.free_gpus();
+        tenant_gpus = view.tenant_gpus.to_vec();
         picked.extend(view.running.iter().copied());
     }
     for job in ordered.iter().filter(|j| boundary || !j.is_running()) {
-        if job.spec.gpus <= left {
+        let tenant = job.spec.tenant.index();
+        let within_limit =
+            view.tenants[tenant].gpu_limit.is_none_or(|l| tenant_gpus[tenant] + job.spec.gpus <= l);
+        if job.spec.gpus <= left && within_limit {
             left -= job.spec.gpus;
+            tenant_gpus[tenant] += job.spec.gpus;
             picked.push(job.id());
         }
     }
