@@ -77,6 +77,12 @@ pub struct RunArgs {
     pub interference: Option<PathBuf>,
     #[command(flatten)]
     pub mig: crate::mig_args::MigArgs,
+    /// Synergy's throughput matrices (`bundled`: the reconstructed ones in
+    /// crates/perf/data/synergy_matrices.txt, or a file in that format): jobs then run at
+    /// the rate of their CPUs and memory per GPU; job types name classes (image, language,
+    /// speech) or models (res18, gnmt, deepspeech, ...). The synergy-* policies read it.
+    #[arg(long, value_name = "bundled|PATH")]
+    pub synergy_matrices: Option<String>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -304,6 +310,7 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
             .map(|p| crate::interference::load(p, prepared))
             .transpose()?,
         mig: crate::mig_args::setup(&run.mig, prepared)?.map(|m| m.data),
+        synergy_matrices: load_synergy_matrices(run)?.map(std::sync::Arc::new),
         ..PolicyParams::default()
     };
     let params = with_tenant_config(params, run, prepared)?;
@@ -407,8 +414,21 @@ pub fn load_throughputs(run: &RunArgs) -> Result<Option<cotenant_perf::throughpu
         .transpose()
 }
 
-/// Rates from `--interference`, `--mig` or `--throughputs` (checked against every job),
-/// else the reference rate.
+/// The matrices `--synergy-matrices` names, if any (errors name file, line and field).
+pub fn load_synergy_matrices(run: &RunArgs) -> Result<Option<cotenant_perf::synergy::SynergyMatrices>> {
+    use cotenant_perf::synergy::SynergyMatrices;
+    match run.synergy_matrices.as_deref() {
+        None => Ok(None),
+        Some("bundled") => Ok(Some(SynergyMatrices::bundled())),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+            Ok(Some(SynergyMatrices::parse(path, &text)?))
+        }
+    }
+}
+
+/// Rates from `--interference`, `--mig`, `--synergy-matrices` or `--throughputs` (checked
+/// against every job), else the reference rate.
 pub fn rate_model(run: &RunArgs, prepared: &Prepared) -> Result<Box<dyn RateModel>> {
     if let Some(path) = &run.interference {
         let table = crate::interference::load(path, prepared)?;
@@ -416,6 +436,14 @@ pub fn rate_model(run: &RunArgs, prepared: &Prepared) -> Result<Box<dyn RateMode
     }
     if let Some(mig) = crate::mig_args::setup(&run.mig, prepared)? {
         return Ok(Box::new(crate::mig_args::rates(&mig)));
+    }
+    if let Some(matrices) = load_synergy_matrices(run)? {
+        if run.throughputs.is_some() {
+            bail!("--synergy-matrices and --throughputs each set the jobs' rates: give one");
+        }
+        let rates = cotenant_sim::synergy_rates::SynergyRates::new(matrices, &prepared.workload.job_types)
+            .with_context(|| format!("{}: --synergy-matrices", prepared.workload.source))?;
+        return Ok(Box::new(rates));
     }
     let Some(table) = load_throughputs(run)? else { return Ok(Box::new(ReferenceRate)) };
     cotenant_trace::gavel_throughputs::check_workload_rates(

@@ -1,5 +1,6 @@
 //! The cluster: nodes with addressable GPUs, and which job holds each GPU.
 
+use crate::host::{HostAlloc, HostLedger};
 use crate::ids::{GpuId, GpuTypeId, JobId, NodeId};
 use crate::placement::FreeIndex;
 
@@ -125,6 +126,8 @@ pub struct Cluster {
     index: FreeIndex,
     up_gpus: u32,
     max_gpus_per_node: u32,
+    /// Free CPUs and memory per node (crate::host).
+    host: HostLedger,
 }
 
 impl Cluster {
@@ -140,7 +143,10 @@ impl Cluster {
         }
         let total = gpu_node.len() as u32;
         let max_gpus_per_node = spec.nodes.iter().map(|n| n.gpus).max().unwrap_or(0);
+        let host_capacity =
+            spec.nodes.iter().map(|n| HostAlloc { cpus: n.cpus, memory_gib: n.memory_gib }).collect();
         Ok(Cluster {
+            host: HostLedger::new(host_capacity),
             index: FreeIndex::new(free_mask.clone(), max_gpus_per_node),
             max_gpus_per_node,
             up: vec![true; spec.nodes.len()],
@@ -207,6 +213,13 @@ impl Cluster {
     /// Largest GPU count on any node.
     pub fn max_gpus_per_node(&self) -> u32 {
         self.max_gpus_per_node
+    }
+    /// CPUs and memory per node: capacity, free, and what each job holds (crate::host).
+    pub fn host(&self) -> &HostLedger {
+        &self.host
+    }
+    pub(crate) fn host_mut(&mut self) -> &mut HostLedger {
+        &mut self.host
     }
     pub(crate) fn free_index(&self) -> &FreeIndex {
         &self.index

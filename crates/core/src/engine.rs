@@ -6,6 +6,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::cluster::Cluster;
+use crate::host::{HostAlloc, HostResource};
 use crate::ids::{GpuId, JobId, NodeId, TenantId};
 use crate::job::{EndReason, JobSpec};
 use crate::mig::{MigModel, MigRefusal, MigState};
@@ -90,6 +91,13 @@ pub enum Command {
         gpus: Vec<GpuId>,
         from: u32,
     },
+    /// The job's CPUs and memory (crate::host), over all its nodes: emitted just
+    /// before its start, and when a running job's allocation changes (then a
+    /// `Rerate` follows). Only while the run models host resources.
+    Allocate {
+        job: JobId,
+        alloc: HostAlloc,
+    },
 }
 
 /// An input or action the engine refused. In the simulator any of these is a bug.
@@ -154,6 +162,17 @@ pub enum Violation {
         gpu: GpuId,
         refusal: MigRefusal,
     },
+    /// A start or allocation change would take more CPUs or memory than `node` has free.
+    HostOverCommit {
+        job: JobId,
+        node: NodeId,
+        resource: HostResource,
+        wanted: u32,
+        free: u32,
+    },
+    /// `Action::Allocate` for a job that is neither pending nor running, or under
+    /// a policy that does not model host resources.
+    AllocateNotPossible(JobId),
 }
 
 /// Counts the engine keeps for reporting.
@@ -199,7 +218,10 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    pub fn new(cluster: Cluster, tenants: Vec<TenantSpec>, policy: Box<dyn Policy>, seed: u64) -> Engine {
+    pub fn new(mut cluster: Cluster, tenants: Vec<TenantSpec>, policy: Box<dyn Policy>, seed: u64) -> Engine {
+        if policy.host_resources() {
+            cluster.host_mut().enable();
+        }
         Engine {
             tenant_gpus: vec![0; tenants.len()],
             tenants,
@@ -366,10 +388,14 @@ impl Engine {
             self.violations.push(Violation::UnknownTenant { job: id, tenant: spec.tenant });
             return;
         };
+        let request = HostAlloc { cpus: spec.cpus, memory_gib: spec.memory_gib };
+        let host = self.cluster.host();
         // An elastic job fits if its smallest size does.
         let needs = spec.min_gpus();
         let never_fits = if needs > self.cluster.gpu_count() {
             Some(EndReason::WiderThanCluster { requested: needs, cluster_gpus: self.cluster.gpu_count() })
+        } else if let Some(reason) = host.enabled().then(|| host.never_fits(needs, request)).flatten() {
+            Some(reason)
         } else {
             tenant
                 .gpu_limit
@@ -396,6 +422,7 @@ impl Engine {
             evals: Default::default(),
             sharing: Sharing::default(),
             mig: None,
+            host: request,
         });
         match never_fits {
             Some(reason) => {
@@ -436,6 +463,7 @@ impl Engine {
         job.sharing = Sharing::default();
         self.tenant_gpus[job.spec.tenant.index()] -= job.gpus.len() as u32;
         self.cluster.release(id, &job.gpus);
+        self.cluster.host_mut().release(id);
         // Cleared, not freed: a preempted job keeps the allocation for its next start.
         job.gpus.clear();
         if let Some(partner) = partner {
@@ -502,7 +530,7 @@ impl Engine {
         let mut actions = decision.actions;
         // MIG reconfigurations after the stops that empty their instances, before the starts.
         let class = |a: &Action| match a {
-            Action::Preempt { .. } | Action::End { .. } => 0,
+            Action::Preempt { .. } | Action::End { .. } | Action::Allocate { .. } => 0,
             // Resizes keep the policy's order among starts: it lists the shrinks
             // that make room before the starts, and the growths after them.
             Action::MigReconfigure { .. } => 1,
@@ -538,6 +566,7 @@ impl Engine {
                         continue;
                     }
                     self.start(now, job, &gpus);
+                    self.push_allocate(job, commands);
                     commands.push(Command::Start { job, gpus });
                 }
                 Action::Resize { job, gpus } => {
@@ -557,6 +586,7 @@ impl Engine {
                 }
                 Action::MigReconfigure { gpu, layout } => self.mig_reconfigure(gpu, layout),
                 Action::MigStart { job, gpu, target } => self.mig_start(now, job, gpu, target, commands),
+                Action::Allocate { job, alloc } => self.allocate(job, alloc, commands),
             }
         }
     }
@@ -591,7 +621,12 @@ impl Engine {
             self.violations.push(Violation::ShareRefused { job, refusal });
             return;
         }
+        if let Some(violation) = self.check_host(job, &gpus) {
+            self.violations.push(violation);
+            return;
+        }
         self.start(now, job, &gpus);
+        self.push_allocate(job, commands);
         for (one, other) in [(job, partner), (partner, job)] {
             if let Some(state) = self.job_mut(one) {
                 state.partner = Some(other);
@@ -622,7 +657,64 @@ impl Engine {
         if let Some(refusal) = sharing::check_memory(&self.cluster, gpus, need_gib) {
             return Some(Violation::ShareRefused { job: id, refusal });
         }
-        None
+        self.check_host(id, gpus)
+    }
+
+    /// While host resources are modelled: the job's allocation fits on its nodes.
+    fn check_host(&self, id: JobId, gpus: &[GpuId]) -> Option<Violation> {
+        let host = self.cluster.host();
+        let job = self.job(id).filter(|_| host.enabled())?;
+        let shares = crate::host::node_shares(&self.cluster, gpus, job.host);
+        let over = host.check(id, &shares).err()?;
+        Some(Violation::HostOverCommit {
+            job: id,
+            node: over.node,
+            resource: over.resource,
+            wanted: over.wanted,
+            free: over.free,
+        })
+    }
+
+    fn push_allocate(&self, job: JobId, commands: &mut Vec<Command>) {
+        if let Some(state) = self.job(job).filter(|_| self.cluster.host().enabled()) {
+            commands.push(Command::Allocate { job, alloc: state.host });
+        }
+    }
+
+    /// `Action::Allocate`: a pending job's next allocation, or a running job's
+    /// new one (checked against its nodes, counting what it holds as free).
+    fn allocate(&mut self, id: JobId, alloc: HostAlloc, commands: &mut Vec<Command>) {
+        let running = self.running.contains(&id);
+        if !self.cluster.host().enabled() || !(running || self.pending.contains(&id)) {
+            self.violations.push(Violation::AllocateNotPossible(id));
+            return;
+        }
+        let Some(job) = self.job(id) else { return };
+        if !running || job.host == alloc {
+            if let Some(job) = self.job_mut(id) {
+                job.host = alloc;
+            }
+            return;
+        }
+        let gpus = job.gpus.clone();
+        let shares = crate::host::node_shares(&self.cluster, &gpus, alloc);
+        if let Err(over) = self.cluster.host().check(id, &shares) {
+            self.violations.push(Violation::HostOverCommit {
+                job: id,
+                node: over.node,
+                resource: over.resource,
+                wanted: over.wanted,
+                free: over.free,
+            });
+            return;
+        }
+        self.cluster.host_mut().release(id);
+        self.cluster.host_mut().take(id, shares);
+        if let Some(job) = self.job_mut(id) {
+            job.host = alloc;
+        }
+        commands.push(Command::Allocate { job: id, alloc });
+        self.rerate.push(id);
     }
 
     /// The job is pending, gets the GPU count it asked for, and its tenant stays
@@ -659,6 +751,10 @@ impl Engine {
         job.gpus.extend_from_slice(gpus);
         job.first_start.get_or_insert(now);
         job.verdict = None;
+        if self.cluster.host().enabled() {
+            let shares = crate::host::node_shares(&self.cluster, gpus, job.host);
+            self.cluster.host_mut().take(id, shares);
+        }
         job.progress.at = now;
         self.changes.push(JobChange::Started(id));
         self.stats.starts += 1;

@@ -1,6 +1,7 @@
 //! Jobs as submitted, and the reasons a job ends.
 
 use crate::elastic::Elastic;
+use crate::host::HostResource;
 use crate::ids::{JobId, TenantId};
 use crate::sharing::GpuMemory;
 use crate::time::{Span, Time};
@@ -91,6 +92,9 @@ impl JobSpec {
 pub enum EndReason {
     /// The job asks for more GPUs than the cluster will ever have.
     WiderThanCluster { requested: u32, cluster_gpus: u32 },
+    /// The job asks for more CPUs or memory than any placement of its GPUs can
+    /// give it (crate::host): even one GPU per node, a node's share exceeds the largest node.
+    WiderThanNodes { resource: HostResource, requested: u32, largest_node: u32 },
     /// The job asks for more GPUs than its tenant's hard limit.
     OverTenantLimit { requested: u32, limit: u32 },
     /// A policy decided it will never run (for example an early-stop wrapper).
@@ -109,6 +113,10 @@ impl std::fmt::Display for EndReason {
             EndReason::WiderThanCluster { requested, cluster_gpus } => {
                 write!(f, "wider than cluster ({requested} GPUs requested, {cluster_gpus} exist)")
             }
+            EndReason::WiderThanNodes { resource, requested, largest_node } => write!(
+                f,
+                "wider than any node ({requested} {resource} requested; the largest node has {largest_node})"
+            ),
             EndReason::OverTenantLimit { requested, limit } => {
                 write!(f, "over tenant limit ({requested} GPUs requested, limit {limit})")
             }

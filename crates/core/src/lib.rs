@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod elastic;
 pub mod engine;
 pub mod eval;
+pub mod host;
 pub mod ids;
 pub mod job;
 pub mod limits;
@@ -23,6 +24,7 @@ pub use cluster::{Cluster, ClusterError, ClusterSpec, NodeSpec};
 pub use elastic::{Elastic, ElasticError};
 pub use engine::{Command, Engine, EngineStats, Input, StopReason, Violation};
 pub use eval::{EvalHistory, Evaluation};
+pub use host::{HostAlloc, HostResource};
 pub use ids::{GpuId, GpuTypeId, JobId, NodeId, TenantId};
 pub use job::{EndReason, JobKind, JobSpec};
 pub use policy::{

@@ -6,6 +6,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::cluster::Cluster;
 use crate::eval::EvalHistory;
+use crate::host::HostAlloc;
 use crate::ids::{GpuId, JobId, TenantId};
 use crate::job::{EndReason, JobSpec};
 use crate::mig::{MigLayout, MigSlot, MigState, MigTarget};
@@ -63,6 +64,9 @@ pub struct JobState {
     /// The MIG instance (or MPS seat) the job runs in, if it runs on a MIG GPU
     /// (then `gpus` is empty: it holds no whole GPU).
     pub mig: Option<MigSlot>,
+    /// CPUs and memory: held while running, else what the job starts with next
+    /// (its request unless a policy set it with `Action::Allocate`; crate::host).
+    pub host: HostAlloc,
 }
 
 impl JobState {
@@ -242,6 +246,10 @@ pub enum Action {
     MigReconfigure { gpu: GpuId, layout: MigLayout },
     /// Start a pending one-GPU job in an instance (or under MPS) of a MIG GPU.
     MigStart { job: JobId, gpu: GpuId, target: MigTarget },
+    /// Set a job's CPUs and memory (crate::host): a pending job's for its next
+    /// start, or a running job's now (its rate changes). Only under a policy
+    /// whose `host_resources` is true.
+    Allocate { job: JobId, alloc: HostAlloc },
 }
 
 /// What a policy returns: actions, and verdicts for jobs it looked at and left waiting.
@@ -262,6 +270,12 @@ pub trait Policy: Send {
     /// The name the CLI knows it by.
     fn name(&self) -> &'static str;
     fn schedule(&mut self, cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision;
+    /// True if the policy places by CPUs and memory: the engine then tracks them
+    /// per node and refuses any over-commit (crate::host). Off by default, so
+    /// that policies that ignore host resources keep their results.
+    fn host_resources(&self) -> bool {
+        false
+    }
     /// When the policy next wants to be called even if nothing happens.
     fn next_round(&self, _now: Time) -> Option<Time> {
         None

@@ -10,6 +10,7 @@ pub mod model;
 pub mod profile;
 pub mod roofline;
 pub mod slice_speed;
+pub mod synergy;
 pub mod throughput;
 
 pub use gpu::{find_gpu, GpuSpec, GIB, GPU_CATALOG};

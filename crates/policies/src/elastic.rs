@@ -255,6 +255,7 @@ mod tests {
             evals: Default::default(),
             sharing: Default::default(),
             mig: None,
+            host: Default::default(),
         }
     }
 

@@ -91,7 +91,8 @@ impl Policy for EvalStop {
             Action::Preempt { job }
             | Action::End { job, .. }
             | Action::Resize { job, .. }
-            | Action::MigStart { job, .. } => !ended.contains(job),
+            | Action::MigStart { job, .. }
+            | Action::Allocate { job, .. } => !ended.contains(job),
             Action::StartShared { partner, .. } | Action::Share(cotenant_core::Share { partner, .. }) => {
                 !ended.contains(partner)
             }

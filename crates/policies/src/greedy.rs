@@ -321,7 +321,10 @@ pub fn waiting_after(waiting_before: usize, decision: &Decision) -> usize {
             | Action::Share(_)
             | Action::MigStart { .. } => waiting = waiting.saturating_sub(1),
             Action::Preempt { .. } => waiting += 1,
-            Action::End { .. } | Action::Resize { .. } | Action::MigReconfigure { .. } => {}
+            Action::End { .. }
+            | Action::Resize { .. }
+            | Action::MigReconfigure { .. }
+            | Action::Allocate { .. } => {}
         }
     }
     waiting

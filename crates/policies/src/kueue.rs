@@ -467,7 +467,8 @@ mod tests {
                     Command::End { .. }
                     | Command::StartShared { .. }
                     | Command::Rerate { .. }
-                    | Command::Resize { .. } => {}
+                    | Command::Resize { .. }
+                    | Command::Allocate { .. } => {}
                 }
             }
         }

@@ -19,6 +19,7 @@ pub mod registry;
 pub mod sjf;
 pub mod sjf_bsbf;
 pub mod srtf;
+pub mod synergy;
 pub mod tiresias;
 
 #[cfg(test)]

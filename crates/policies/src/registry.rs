@@ -49,6 +49,8 @@ pub struct PolicyParams {
     pub interference: Option<Arc<cotenant_core::sharing::InterferenceTable>>,
     /// MIG geometries and speed-versus-slice curves per job type, for the MIG policies (`--mig`).
     pub mig: Option<Arc<crate::miso::MigData>>,
+    /// Synergy's throughput matrices (`None`: the bundled, reconstructed ones).
+    pub synergy_matrices: Option<Arc<cotenant_perf::synergy::SynergyMatrices>>,
 }
 
 /// The options one builder reads, tracking which it used.
@@ -359,6 +361,26 @@ static POLICIES: &[PolicyInfo] = &[
         name: "sjf-ffs",
         summary: "SJF-FFS: SJF with first-fit sharing: a job that finds no idle GPUs joins the first lone resident it fits beside in GPU memory, no share test; needs --interference (option mode=time-slice|mps)",
         build: |p, o| crate::sjf_bsbf::build(crate::sjf_bsbf::PartnerChoice::FirstFit, "sjf-ffs", p, o),
+    },
+    PolicyInfo {
+        name: "synergy-tune",
+        summary: "Synergy TUNE: best-case CPUs/memory per job, else proportional, else shrink co-located jobs to proportional; 300 s rounds (options order=fifo|srtf|las|ftf, round=300s)",
+        build: |p, o| crate::synergy::build(crate::synergy::Mechanism::Tune, p, o),
+    },
+    PolicyInfo {
+        name: "synergy-proportional",
+        summary: "Synergy's baseline: every job gets GPU-proportional CPUs and memory; 300 s rounds (options order=fifo|srtf|las|ftf, round=300s)",
+        build: |p, o| crate::synergy::build(crate::synergy::Mechanism::Proportional, p, o),
+    },
+    PolicyInfo {
+        name: "synergy-greedy",
+        summary: "Synergy Greedy: each job its best-case CPUs/memory or it waits (GPUs may idle); 300 s rounds (options order=fifo|srtf|las|ftf, round=300s)",
+        build: |p, o| crate::synergy::build(crate::synergy::Mechanism::Greedy, p, o),
+    },
+    PolicyInfo {
+        name: "synergy-opt",
+        summary: "Synergy OPT: targets from an LP maximizing total throughput over CPU/memory choices (none below proportional), placed as TUNE; 300 s rounds (options order=fifo|srtf|las|ftf, round=300s)",
+        build: |p, o| crate::synergy::build(crate::synergy::Mechanism::Opt, p, o),
     },
     PolicyInfo {
         name: "evalstop",

@@ -120,7 +120,10 @@ pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) {
                 }
                 Command::End { job, .. } => started_at[job.index()] = None,
                 // Every job runs at rate 1 here, whatever its size.
-                Command::StartShared { .. } | Command::Rerate { .. } | Command::Resize { .. } => {}
+                Command::Rerate { .. }
+                | Command::Resize { .. }
+                | Command::StartShared { .. }
+                | Command::Allocate { .. } => {}
             }
         }
         if !reports.is_empty() {

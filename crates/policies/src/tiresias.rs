@@ -348,7 +348,10 @@ impl Tiresias {
                         preempted_front.push((key, job));
                     }
                 }
-                Action::End { .. } | Action::Resize { .. } | Action::MigReconfigure { .. } => {}
+                Action::End { .. }
+                | Action::Resize { .. }
+                | Action::MigReconfigure { .. }
+                | Action::Allocate { .. } => {}
             }
         }
         for id in std::mem::take(&mut self.fresh) {

@@ -201,6 +201,7 @@ fn run_seeded(
                 }
                 Command::End { job, .. } => panic!("{job} ended"),
                 Command::Resize { job, .. } => panic!("{job} resized: Gavel's jobs are rigid"),
+                Command::Allocate { .. } => {}
             }
         }
         // Tenant limits hold (a shared GPU counts fully for each job on it).

@@ -90,7 +90,8 @@ fn run(trace: &str, policy: &str) -> (f64, f64) {
                 Command::End { .. }
                 | Command::StartShared { .. }
                 | Command::Rerate { .. }
-                | Command::Resize { .. } => {}
+                | Command::Resize { .. }
+                | Command::Allocate { .. } => {}
             }
         }
         if !reports.is_empty() {

@@ -586,6 +586,8 @@ impl<'a> Run<'a> {
             }
             Command::Rerate { job, partners } => self.rerate(now, *job, partners),
             Command::Resize { job, gpus, from } => self.resize(now, *job, gpus, *from),
+            // The allocation lives on the engine's JobState; the Rerate that follows a change reads it.
+            Command::Allocate { .. } => None,
             Command::Stop { job, .. } => {
                 let spec = &self.jobs[job.index()];
                 let kept = self.world[job.index()].stop(now, spec.work, &self.config.overheads);

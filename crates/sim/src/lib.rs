@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod mig_rates;
 pub mod rates;
 pub mod sharing;
+pub mod synergy_rates;
 pub mod usage;
 pub mod world;
 

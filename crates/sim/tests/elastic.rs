@@ -139,6 +139,7 @@ proptest! {
                     }
                     Command::Stop { job, .. } | Command::End { job, .. } => release(&mut owner, &mut held_by, *job),
                     Command::StartShared { .. } | Command::Rerate { .. } => prop_assert!(false, "no sharing here"),
+                    Command::Allocate { .. } => prop_assert!(false, "elastic-tiresias models no host resources"),
                 }
             }
         }

@@ -14,6 +14,12 @@
 //!   70% 1, 10% 2, 15% 4, 5% 8; or one fixed count.
 //! - `job-types=A|B|C`: each job draws a job type uniformly from the list
 //!   (e.g. Gavel's `ResNet-18 (batch size 64)`); none by default.
+//! - `job-mix=20:70:10`: draw job types with these weights instead (one per type).
+//! - `cpus-per-gpu=C`, `mem-gib-per-gpu=M`: each job requests ceil(C x GPUs) CPUs
+//!   and floor(M x GPUs) GiB of host memory (default 0: none stated).
+//! - `preset=synergy`: Synergy's (OSDI'22) workload: job types image|language|speech
+//!   with mix 20:70:10, requests at the proportional point of its servers
+//!   (3 CPUs and 62.5 GB per GPU); keys after it override (e.g. `gpus=1`).
 //!
 //! `work` is the run time in seconds at reference speed; `duration_estimate` is
 //! that run time (an oracle). Draws happen in a fixed order per job (gap,
@@ -62,6 +68,11 @@ pub struct SyntheticSpec {
     /// Fraction of jobs that are elastic (EDL), with the range
     /// `[max(1, gpus / 2), 2 x gpus]` around their drawn size.
     pub elastic: f64,
+    /// Weights of the job types (empty: uniform).
+    pub job_mix: Vec<f64>,
+    /// Host requests per GPU (0: none stated).
+    pub cpus_per_gpu: f64,
+    pub memory_gib_per_gpu: f64,
 }
 
 impl Default for SyntheticSpec {
@@ -75,6 +86,9 @@ impl Default for SyntheticSpec {
             gpus: GpuDist::Gavel,
             job_types: Vec::new(),
             elastic: 0.0,
+            job_mix: Vec::new(),
+            cpus_per_gpu: 0.0,
+            memory_gib_per_gpu: 0.0,
         }
     }
 }
@@ -83,7 +97,7 @@ impl Default for SyntheticSpec {
 pub const MAX_SYNTHETIC_JOBS: usize = 10_000_000;
 
 const CONTEXT: &str = "synthetic spec";
-const KEYS: &str = "jobs, rate, seed, tenants, weights, durations, gpus, job-types, elastic";
+const KEYS: &str = "jobs, rate, seed, tenants, weights, durations, gpus, job-types, elastic, job-mix, cpus-per-gpu, mem-gib-per-gpu, preset";
 
 impl SyntheticSpec {
     /// Parses `key=value,...` (see the module doc). Unknown keys are errors.
@@ -116,6 +130,20 @@ impl SyntheticSpec {
                 "gpus" => spec.gpus = parse_gpus(value)?,
                 "job-types" => spec.job_types = parse_job_types(value)?,
                 "elastic" => spec.elastic = parse_fraction(key, value)?,
+                "job-mix" => {
+                    spec.job_mix = parse_weights(value).map_err(|_| {
+                        err(key, format!("expected positive numbers separated by ':', got {value:?}"))
+                    })?
+                }
+                "cpus-per-gpu" => spec.cpus_per_gpu = parse_per_gpu(key, value, 1024.0)?,
+                "mem-gib-per-gpu" => spec.memory_gib_per_gpu = parse_per_gpu(key, value, 65_536.0)?,
+                "preset" if value == "synergy" => {
+                    spec.job_types = ["image", "language", "speech"].map(String::from).to_vec();
+                    spec.job_mix = vec![20.0, 70.0, 10.0];
+                    spec.cpus_per_gpu = 3.0;
+                    spec.memory_gib_per_gpu = 62.5;
+                }
+                "preset" => return Err(err(key, format!("unknown preset {value:?} (known: synergy)"))),
                 _ => return Err(err(key, format!("unknown key (known: {KEYS})"))),
             }
         }
@@ -134,6 +162,12 @@ impl SyntheticSpec {
                     "{} weights exceeds the limit of {MAX_TENANTS} tenants (core::limits::MAX_TENANTS)",
                     spec.weights.len()
                 ),
+            ));
+        }
+        if !spec.job_mix.is_empty() && spec.job_mix.len() != spec.job_types.len() {
+            return Err(err(
+                "job-mix",
+                format!("{} weights given for {} job types", spec.job_mix.len(), spec.job_types.len()),
             ));
         }
         // The expected span of the arrivals: jobs x mean gap.
@@ -257,6 +291,13 @@ impl fmt::Display for SyntheticSpec {
         if !self.job_types.is_empty() {
             write!(f, ",job-types={}", self.job_types.join("|"))?;
         }
+        if !self.job_mix.is_empty() {
+            let mix: Vec<String> = self.job_mix.iter().map(|w| w.to_string()).collect();
+            write!(f, ",job-mix={}", mix.join(":"))?;
+        }
+        if self.cpus_per_gpu > 0.0 || self.memory_gib_per_gpu > 0.0 {
+            write!(f, ",cpus-per-gpu={},mem-gib-per-gpu={}", self.cpus_per_gpu, self.memory_gib_per_gpu)?;
+        }
         if self.elastic > 0.0 {
             write!(f, ",elastic={}", self.elastic)?;
         }
@@ -285,7 +326,7 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
         let tenant = rng.random_range(0..tenants.len()) as u32;
         let secs = draw_duration_secs(&mut rng, &spec.durations);
         let gpus = draw_gpus(&mut rng, &spec.gpus);
-        let job_type = (!spec.job_types.is_empty()).then(|| rng.random_range(0..spec.job_types.len()) as u32);
+        let job_type = (!spec.job_types.is_empty()).then(|| draw_job_type(&mut rng, spec));
         jobs.push(JobSpec {
             id: JobId(i as u32),
             tenant: TenantId(tenant),
@@ -296,8 +337,8 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
             priority: 0,
             kind: JobKind::Training,
             job_type,
-            cpus: 0,
-            memory_gib: 0,
+            cpus: (spec.cpus_per_gpu * f64::from(gpus)).ceil() as u32,
+            memory_gib: (spec.memory_gib_per_gpu * f64::from(gpus)).floor() as u32,
             elastic: None,
             gpu_memory: Default::default(),
         });
@@ -346,6 +387,29 @@ fn draw_duration_secs(rng: &mut ChaCha8Rng, dist: &DurationDist) -> f64 {
             let exponent = if long { rng.random_range(3.0..4.0) } else { rng.random_range(1.5..3.0) };
             60.0 * 10f64.powf(exponent)
         }
+    }
+}
+
+/// Uniform over the types, or by `job_mix` weights when given.
+fn draw_job_type(rng: &mut ChaCha8Rng, spec: &SyntheticSpec) -> u32 {
+    if spec.job_mix.is_empty() {
+        return rng.random_range(0..spec.job_types.len()) as u32;
+    }
+    let total: f64 = spec.job_mix.iter().sum();
+    let mut r = rng.random::<f64>() * total;
+    for (i, w) in spec.job_mix.iter().enumerate() {
+        if r < *w {
+            return i as u32;
+        }
+        r -= w;
+    }
+    spec.job_mix.len() as u32 - 1
+}
+
+fn parse_per_gpu(key: &str, value: &str, max: f64) -> Result<f64, TraceError> {
+    match value.parse::<f64>() {
+        Ok(x) if x.is_finite() && (0.0..=max).contains(&x) => Ok(x),
+        _ => Err(err(key, format!("expected a number from 0 to {max}, got {value:?}"))),
     }
 }
 

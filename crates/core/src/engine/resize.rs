@@ -28,6 +28,19 @@ impl Engine {
         if let Some(refusal) = sharing::check_memory(&self.cluster, &added, job.spec.gpu_memory.need_gib(1)) {
             return Some(Violation::ShareRefused { job: id, refusal });
         }
+        // While host resources are modelled, the job's CPUs and memory move with its GPUs.
+        if self.cluster.host().enabled() {
+            let shares = crate::host::node_shares(&self.cluster, gpus, job.host);
+            if let Err(over) = self.cluster.host().check(id, &shares) {
+                return Some(Violation::HostOverCommit {
+                    job: id,
+                    node: over.node,
+                    resource: over.resource,
+                    wanted: over.wanted,
+                    free: over.free,
+                });
+            }
+        }
         let tenant = job.spec.tenant;
         let held = self.tenant_gpus[tenant.index()] - job.gpus.len() as u32;
         if self.tenants[tenant.index()].gpu_limit.is_some_and(|limit| held + count > limit) {
@@ -51,8 +64,14 @@ impl Engine {
         self.changes.push(JobChange::Resized(id));
         let tenant = job.spec.tenant.index();
         self.tenant_gpus[tenant] = self.tenant_gpus[tenant] - before + gpus.len() as u32;
+        let alloc = job.host;
         self.cluster.release(id, &dropped);
         self.cluster.take(id, &added);
+        if self.cluster.host().enabled() {
+            let shares = crate::host::node_shares(&self.cluster, gpus, alloc);
+            self.cluster.host_mut().release(id);
+            self.cluster.host_mut().take(id, shares);
+        }
         before
     }
 }
