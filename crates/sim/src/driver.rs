@@ -260,7 +260,7 @@ fn validate(jobs: &[JobSpec], tenants: &[TenantSpec]) -> Result<(), SimError> {
 /// changes nothing as long as every tenant holds whole GPUs (the integrals
 /// split exactly) and a later step follows before the run ends. So the times
 /// are set aside, and stepped on as before only where that might not hold: at
-/// the end of the run, and for good once jobs share GPUs.
+/// the end of the run, and for good once jobs share GPUs or hold MIG slices.
 #[derive(Debug, Default)]
 struct StaleTimes {
     /// Stale events popped since the last step, in time order.
@@ -565,8 +565,8 @@ impl<'a> Run<'a> {
         }
         // MIG and MPS jobs hold no whole GPU: the cluster counts their GPUs free.
         let mig_slices = self.engine.mig().map_or(0, cotenant_core::mig::MigState::held_compute_slices);
-        self.usage.free_gpu_parts = self.engine.cluster().free_gpus() * GPU_PARTS
-            - mig_slices * GPU_PARTS / u32::from(cotenant_core::mig::MIG_COMPUTE_SLICES);
+        self.usage.free_gpu_parts = (self.engine.cluster().free_gpus() * GPU_PARTS)
+            .saturating_sub(mig_slices * GPU_PARTS / u32::from(cotenant_core::mig::MIG_COMPUTE_SLICES));
         self.queue_next_evals(now);
         self.watch(now);
         if !reports.is_empty() {
@@ -582,7 +582,14 @@ impl<'a> Run<'a> {
     /// Applies one command to the world; returns the progress report for the engine.
     fn apply(&mut self, now: Time, command: &Command) -> Option<Input> {
         match command {
-            Command::Start { job, gpus } => Some(self.start(now, *job, gpus, None)),
+            Command::Start { job, gpus } => {
+                // A MIG job holds sevenths (or an MPS share) of a GPU: the usage
+                // integrals round at every step, as with sharing.
+                if self.engine.job(*job).is_some_and(|s| s.mig.is_some()) {
+                    self.visit_stale_times();
+                }
+                Some(self.start(now, *job, gpus, None))
+            }
             Command::StartShared { job, gpus, partner } => {
                 // Sharing splits GPUs in halves, so the usage integrals round at
                 // every step: stale finish times must be stepped on again.
