@@ -431,10 +431,28 @@ impl MigState {
     pub fn is_busy(&self, gpu: GpuId) -> bool {
         self.gpus.get(gpu.index()).is_some_and(|g| !g.jobs.is_empty())
     }
-    /// GPUs holding at least one MIG or MPS job (the cluster counts them free:
-    /// no whole-GPU job owns them).
-    pub fn busy_gpus(&self) -> u32 {
-        self.gpus.iter().filter(|g| !g.jobs.is_empty()).count() as u32
+    /// Compute slices MIG and MPS jobs use, over all GPUs (the cluster counts
+    /// their GPUs free: no whole-GPU job owns them): an occupied instance's
+    /// slices, and all [`MIG_COMPUTE_SLICES`] of a GPU with MPS jobs on it.
+    /// A partitioned GPU's empty instances and unpartitioned slices are idle.
+    pub fn held_compute_slices(&self) -> u32 {
+        let mut slices = 0;
+        for (index, state) in self.gpus.iter().enumerate() {
+            if state.jobs.is_empty() {
+                continue;
+            }
+            let gpu = GpuId(index as u32);
+            slices += match (&state.layout, self.geometry(gpu)) {
+                (Some(MigLayout::Partition(_)), Some(geometry)) => state
+                    .jobs
+                    .iter()
+                    .filter_map(|&(_, start)| self.instance_at(gpu, start?))
+                    .map(|instance| u32::from(geometry.compute_slices(instance)))
+                    .sum(),
+                _ => u32::from(MIG_COMPUTE_SLICES),
+            };
+        }
+        slices
     }
     /// Whether the GPU is configured for MIG or MPS (whole-GPU starts refused).
     pub fn is_configured(&self, gpu: GpuId) -> bool {

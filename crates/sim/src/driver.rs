@@ -14,7 +14,7 @@ use crate::elastic::ElasticModel;
 use crate::evalstop::{CurveError, EvalCurves, EvalPoint};
 use crate::rates::{Placed, RateModel};
 use crate::usage::UsageTracker;
-use crate::world::{Overheads, WorldJob};
+use crate::world::{gpu_parts, Overheads, WorldJob, GPU_PARTS};
 
 /// Parameters of one run.
 #[derive(Clone, Debug)]
@@ -101,6 +101,8 @@ pub struct JobRecord {
     pub preemptions: u32,
     pub held_gpu_us: u64,
     pub lost_gpu_us: u64,
+    /// `held_gpu_us` exactly, in [`GPU_PARTS`]-microseconds (no rounding).
+    pub held_part_us: u128,
     /// Times an elastic job changed its GPU count while running.
     pub resizes: u32,
     /// GPU-time its resizes cost (paused GPUs, added GPUs idle while preparing).
@@ -258,7 +260,7 @@ fn validate(jobs: &[JobSpec], tenants: &[TenantSpec]) -> Result<(), SimError> {
 /// changes nothing as long as every tenant holds whole GPUs (the integrals
 /// split exactly) and a later step follows before the run ends. So the times
 /// are set aside, and stepped on as before only where that might not hold: at
-/// the end of the run, and for good once jobs share GPUs.
+/// the end of the run, and for good once jobs share GPUs or hold MIG slices.
 #[derive(Debug, Default)]
 struct StaleTimes {
     /// Stale events popped since the last step, in time order.
@@ -302,8 +304,8 @@ struct Run<'a> {
     early_stop: Option<EarlyStop>,
     log: Option<RunLog>,
     watched: Vec<WatchPoint>,
-    /// Each job's current share of GPUs in the usage tracker, in half GPUs.
-    held_half_gpus: Vec<u32>,
+    /// Each job's current share of GPUs in the usage tracker, in [`GPU_PARTS`].
+    held_gpu_parts: Vec<u32>,
     /// Evaluations reported so far; jobs evaluated in this step (their next one is queued after it).
     evaluations: Vec<EvalPoint>,
     evaluated: Vec<(JobId, u32)>,
@@ -334,6 +336,7 @@ impl<'a> Run<'a> {
                 preemptions: 0,
                 held_gpu_us: 0,
                 lost_gpu_us: 0,
+                held_part_us: 0,
                 resizes: 0,
                 scaling_overhead_gpu_us: 0,
             })
@@ -364,7 +367,7 @@ impl<'a> Run<'a> {
             early_stop: None,
             log: config.record.then(RunLog::default),
             watched: Vec::new(),
-            held_half_gpus: vec![0; jobs.len()],
+            held_gpu_parts: vec![0; jobs.len()],
             evaluations: Vec::new(),
             evaluated: Vec::new(),
         }
@@ -542,8 +545,8 @@ impl<'a> Run<'a> {
         let record = &mut self.records[job.index()];
         record.end = Some(now);
         record.outcome = Outcome::Completed;
-        self.usage.tenant_half_gpus[record.tenant.index()] -= self.held_half_gpus[job.index()];
-        self.held_half_gpus[job.index()] = 0;
+        self.usage.tenant_gpu_parts[record.tenant.index()] -= self.held_gpu_parts[job.index()];
+        self.held_gpu_parts[job.index()] = 0;
         self.usage.measured_capacity_gpu_us = self.usage.available_gpu_us;
         self.done += 1;
     }
@@ -560,8 +563,10 @@ impl<'a> Run<'a> {
         if let (Some(log), Some(input)) = (&mut self.log, logged_input) {
             log.steps.push((now, input, commands));
         }
-        self.usage.free_gpus = self.engine.cluster().free_gpus()
-            - self.engine.mig().map_or(0, cotenant_core::mig::MigState::busy_gpus);
+        // MIG and MPS jobs hold no whole GPU: the cluster counts their GPUs free.
+        let mig_slices = self.engine.mig().map_or(0, cotenant_core::mig::MigState::held_compute_slices);
+        self.usage.free_gpu_parts = (self.engine.cluster().free_gpus() * GPU_PARTS)
+            .saturating_sub(mig_slices * GPU_PARTS / u32::from(cotenant_core::mig::MIG_COMPUTE_SLICES));
         self.queue_next_evals(now);
         self.watch(now);
         if !reports.is_empty() {
@@ -577,7 +582,14 @@ impl<'a> Run<'a> {
     /// Applies one command to the world; returns the progress report for the engine.
     fn apply(&mut self, now: Time, command: &Command) -> Option<Input> {
         match command {
-            Command::Start { job, gpus } => Some(self.start(now, *job, gpus, None)),
+            Command::Start { job, gpus } => {
+                // A MIG job holds sevenths (or an MPS share) of a GPU: the usage
+                // integrals round at every step, as with sharing.
+                if self.engine.job(*job).is_some_and(|s| s.mig.is_some()) {
+                    self.visit_stale_times();
+                }
+                Some(self.start(now, *job, gpus, None))
+            }
             Command::StartShared { job, gpus, partner } => {
                 // Sharing splits GPUs in halves, so the usage integrals round at
                 // every step: stale finish times must be stepped on again.
@@ -593,7 +605,7 @@ impl<'a> Run<'a> {
                 let kept = self.world[job.index()].stop(now, spec.work, &self.config.overheads);
                 self.retire_finish(*job);
                 self.records[job.index()].preemptions += 1;
-                self.set_half_gpus(*job);
+                self.set_gpu_parts(*job);
                 self.usage.tenant_waiting[spec.tenant.index()] += 1;
                 Some(Input::Progress { job: *job, work_done: kept, rate: 0.0 })
             }
@@ -602,7 +614,7 @@ impl<'a> Run<'a> {
                 if self.world[job.index()].running {
                     self.world[job.index()].stop(now, spec.work, &self.config.overheads);
                     self.retire_finish(*job);
-                    self.set_half_gpus(*job);
+                    self.set_gpu_parts(*job);
                     self.usage.measured_capacity_gpu_us = self.usage.available_gpu_us;
                 } else {
                     self.usage.tenant_waiting[spec.tenant.index()] -= 1;
@@ -623,8 +635,10 @@ impl<'a> Run<'a> {
             Placed { gpus, partners: &partners, state: self.engine.job(job), cluster: self.engine.cluster() };
         let rate = self.config.elastic.rate(spec, gpus.len() as u32, self.rates.rate(spec, &placed));
         let sharers = 1 + partners.len() as u32;
+        let mig = self.engine.job(job).and_then(|s| s.mig).map(|slot| slot.place);
+        let parts = gpu_parts(gpus.len() as u32, sharers, mig);
         let world = &mut self.world[job.index()];
-        let finish = world.start(now, gpus.len() as u32, rate, sharers, spec.work, &self.config.overheads);
+        let finish = world.start(now, gpus.len() as u32, rate, parts, spec.work, &self.config.overheads);
         let generation = world.generation;
         // Reported so that extrapolation is exact once the restore is over.
         let restore_secs = (world.productive_from - now).as_secs_f64();
@@ -637,7 +651,7 @@ impl<'a> Run<'a> {
         self.queue_eval(job, from, saved);
         self.records[job.index()].first_start.get_or_insert(now);
         self.usage.tenant_waiting[spec.tenant.index()] -= 1;
-        self.set_half_gpus(job);
+        self.set_gpu_parts(job);
         report
     }
 
@@ -657,8 +671,10 @@ impl<'a> Run<'a> {
             cluster: self.engine.cluster(),
         };
         let rate = self.rates.rate(spec, &placed);
+        let mig = self.engine.job(job).and_then(|s| s.mig).map(|slot| slot.place);
+        let parts = gpu_parts(self.world[job.index()].gpus, 1 + partners.len() as u32, mig);
         let world = &mut self.world[job.index()];
-        let finish = world.rerate(now, rate, 1 + partners.len() as u32, spec.work);
+        let finish = world.rerate(now, rate, parts, spec.work);
         let generation = world.generation;
         let done = world.saved_or_done(now);
         self.retire_finish(job);
@@ -667,7 +683,7 @@ impl<'a> Run<'a> {
             self.finish_queued[job.index()] = true;
         }
         self.queue_eval(job, now.max(self.world[job.index()].productive_from), done);
-        self.set_half_gpus(job);
+        self.set_gpu_parts(job);
         Some(Input::Progress { job, work_done: done, rate })
     }
 
@@ -697,7 +713,7 @@ impl<'a> Run<'a> {
             self.push(at, Event::Finish { job, generation });
             self.finish_queued[job.index()] = true;
         }
-        self.set_half_gpus(job);
+        self.set_gpu_parts(job);
         // Evaluations (RLHF jobs) resume on the new rate once the phases are over.
         self.queue_eval(job, resumes_at, done_then);
         // Reported so that extrapolation is exact once the phases are over.
@@ -741,11 +757,11 @@ impl<'a> Run<'a> {
     }
 
     /// Brings the usage tracker in line with the job's current share of its GPUs.
-    fn set_half_gpus(&mut self, job: JobId) {
-        let now_half = self.world[job.index()].half_gpus();
+    fn set_gpu_parts(&mut self, job: JobId) {
+        let now_parts = self.world[job.index()].gpu_parts();
         let tenant = self.jobs[job.index()].tenant.index();
-        let before = std::mem::replace(&mut self.held_half_gpus[job.index()], now_half);
-        self.usage.tenant_half_gpus[tenant] = self.usage.tenant_half_gpus[tenant] - before + now_half;
+        let before = std::mem::replace(&mut self.held_gpu_parts[job.index()], now_parts);
+        self.usage.tenant_gpu_parts[tenant] = self.usage.tenant_gpu_parts[tenant] - before + now_parts;
     }
 
     /// Records the watched job's state if it changed.
@@ -814,6 +830,7 @@ impl<'a> Run<'a> {
         for (record, world) in self.records.iter_mut().zip(&self.world) {
             record.held_gpu_us = world.held_gpu_us;
             record.lost_gpu_us = world.lost_gpu_us;
+            record.held_part_us = world.held_part_us();
         }
         // Jobs left unfinished held GPUs or waited until the end: capacity counts to there.
         if self.records.iter().any(|r| matches!(r.outcome, Outcome::Unfinished(_))) {

@@ -3,6 +3,8 @@
 use cotenant_core::limits::MAX_SHARE_WINDOWS;
 use cotenant_core::{Span, Time};
 
+use crate::world::GPU_PARTS;
+
 /// One window: per tenant, the GPU-time it received, whether it had jobs
 /// waiting, and the integral of its waiting jobs; and the window's covered time
 /// and capacity (the last window of a run is covered only up to the run's end).
@@ -55,15 +57,21 @@ pub struct UsageTracker {
     requested_window: Span,
     origin: Time,
     last: Time,
-    /// State since `last`: each tenant's GPUs in half-GPU units (a job alone on
-    /// a GPU counts 2, each of two jobs sharing one counts 1).
-    pub tenant_half_gpus: Vec<u32>,
+    /// State since `last`: each tenant's GPUs in [`GPU_PARTS`] (a job alone on
+    /// a GPU counts 420, each of two jobs sharing one 210, a job in a MIG
+    /// instance 60 per compute slice; see [`crate::world::gpu_parts`]).
+    pub tenant_gpu_parts: Vec<u32>,
     pub tenant_waiting: Vec<u32>,
     pub up_gpus: u32,
-    /// Free GPUs on nodes that are up (set by the driver after every step).
-    pub free_gpus: u32,
+    /// Capacity not held by any job on nodes that are up, in [`GPU_PARTS`]:
+    /// free whole GPUs less the compute slices MIG and MPS jobs use on them
+    /// (set by the driver after every step).
+    pub free_gpu_parts: u32,
     /// Integrals so far.
     pub busy_gpu_us: u128,
+    /// `busy_gpu_us` exactly, in [`GPU_PARTS`]-microseconds (`busy_gpu_us` and
+    /// the tenants' GPU-time round down at every step; this does not).
+    pub busy_part_us: u128,
     pub available_gpu_us: u128,
     /// `available_gpu_us` as of the latest job completion: the makespan's capacity.
     pub measured_capacity_gpu_us: u128,
@@ -82,11 +90,12 @@ impl UsageTracker {
             requested_window: window,
             origin: Time::ZERO,
             last: Time::ZERO,
-            tenant_half_gpus: vec![0; tenants],
+            tenant_gpu_parts: vec![0; tenants],
             tenant_waiting: vec![0; tenants],
             up_gpus,
-            free_gpus: up_gpus,
+            free_gpu_parts: up_gpus * GPU_PARTS,
             busy_gpu_us: 0,
+            busy_part_us: 0,
             idle_while_waiting_gpu_us: 0,
             available_gpu_us: 0,
             measured_capacity_gpu_us: 0,
@@ -157,7 +166,7 @@ impl UsageTracker {
     }
 
     fn account(&mut self, index: usize, span_us: u64) {
-        let tenants = self.tenant_half_gpus.len();
+        let tenants = self.tenant_gpu_parts.len();
         if self.windows.len() <= index {
             self.windows.resize_with(index + 1, || WindowUsage {
                 gpu_us: vec![0; tenants],
@@ -169,7 +178,9 @@ impl UsageTracker {
         }
         let window = &mut self.windows[index];
         for t in 0..tenants {
-            let gpu_us_wide = u128::from(self.tenant_half_gpus[t]) * u128::from(span_us) / 2;
+            let part_us = u128::from(self.tenant_gpu_parts[t]) * u128::from(span_us);
+            self.busy_part_us += part_us;
+            let gpu_us_wide = part_us / u128::from(GPU_PARTS);
             let gpu_us = u64::try_from(gpu_us_wide).unwrap_or(u64::MAX);
             window.gpu_us[t] = window.gpu_us[t].saturating_add(gpu_us);
             self.tenant_gpu_us[t] += u128::from(gpu_us);
@@ -185,7 +196,8 @@ impl UsageTracker {
             window.available_gpu_us.saturating_add(u64::from(self.up_gpus).saturating_mul(span_us));
         self.available_gpu_us += u128::from(self.up_gpus) * u128::from(span_us);
         if self.tenant_waiting.iter().any(|&w| w > 0) {
-            self.idle_while_waiting_gpu_us += u128::from(self.free_gpus) * u128::from(span_us);
+            self.idle_while_waiting_gpu_us +=
+                u128::from(self.free_gpu_parts) * u128::from(span_us) / u128::from(GPU_PARTS);
         }
     }
 }
@@ -198,9 +210,9 @@ mod tests {
     fn splits_intervals_across_windows() {
         let mut usage = UsageTracker::new(2, 4, Span::from_secs(10));
         usage.start_at(Time::from_secs(5));
-        usage.tenant_half_gpus = vec![4, 2];
+        usage.tenant_gpu_parts = vec![2 * GPU_PARTS, GPU_PARTS];
         usage.tenant_waiting = vec![0, 1];
-        usage.free_gpus = 1;
+        usage.free_gpu_parts = GPU_PARTS;
         usage.advance(Time::from_secs(20));
         assert_eq!(usage.windows.len(), 2);
         assert_eq!(usage.windows[0].gpu_us, vec![20_000_000, 10_000_000]);
@@ -219,7 +231,7 @@ mod tests {
         // Window 10 s from t = 0: tenant 0 has 2 waiting for 0-4 s, then 1 until 15 s;
         // tenant 1 has 3 waiting from 12 s. 4 GPUs up, 3 held by tenant 0 throughout.
         let mut usage = UsageTracker::new(2, 4, Span::from_secs(10));
-        usage.tenant_half_gpus = vec![6, 0];
+        usage.tenant_gpu_parts = vec![3 * GPU_PARTS, 0];
         usage.tenant_waiting = vec![2, 0];
         usage.advance(Time::from_secs(4));
         usage.tenant_waiting = vec![1, 0];
@@ -245,7 +257,7 @@ mod tests {
     #[test]
     fn a_run_longer_than_the_window_limit_widens_windows_and_stays_bounded() {
         let mut narrow = UsageTracker::new(1, 4, Span::from_secs(1));
-        narrow.tenant_half_gpus = vec![2];
+        narrow.tenant_gpu_parts = vec![GPU_PARTS];
         narrow.tenant_waiting = vec![1];
         // 3 x the limit in 1 s windows: widened twice (to 4 s), never over the limit.
         narrow.advance(Time::from_secs(3 * MAX_SHARE_WINDOWS));
@@ -254,7 +266,7 @@ mod tests {
         assert!(narrow.windows.len() as u64 <= MAX_SHARE_WINDOWS);
         // The same as a run made with 4 s windows from the start.
         let mut wide = UsageTracker::new(1, 4, Span::from_secs(4));
-        wide.tenant_half_gpus = vec![2];
+        wide.tenant_gpu_parts = vec![GPU_PARTS];
         wide.tenant_waiting = vec![1];
         wide.advance(Time::from_secs(3 * MAX_SHARE_WINDOWS));
         assert_eq!(narrow.windows, wide.windows);
@@ -267,7 +279,7 @@ mod tests {
     #[test]
     fn advancing_to_the_end_of_time_terminates() {
         let mut usage = UsageTracker::new(2, 8, Span::from_secs(1));
-        usage.tenant_half_gpus = vec![16, 0];
+        usage.tenant_gpu_parts = vec![8 * GPU_PARTS, 0];
         usage.advance(Time::MAX);
         assert!(usage.windows.len() as u64 <= MAX_SHARE_WINDOWS);
         assert_eq!(usage.busy_gpu_us, u128::from(u64::MAX) * 8);

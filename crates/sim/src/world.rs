@@ -2,7 +2,27 @@
 //! rate the rate model gives; a preempted job falls back to its last checkpoint;
 //! a resumed job pays a restore overhead before it makes progress again.
 
+use cotenant_core::mig::{MigPlace, MIG_COMPUTE_SLICES};
 use cotenant_core::{Span, Time};
+
+/// Parts of a GPU in which held GPU-time is counted: 420 = lcm(1, ..., 7), so a
+/// half (a space-shared pair), a seventh (a MIG compute slice) and a job's share
+/// of an MPS GPU (1 to [`cotenant_core::mig::MAX_MPS_JOBS`] = 7 sharers) are all
+/// whole numbers of parts, and the integrals stay exact in integers.
+pub const GPU_PARTS: u32 = 420;
+
+/// A job's share of GPUs in [`GPU_PARTS`]: `gpus` whole GPUs split among
+/// `sharers` jobs (1 alone, 2 a space-shared pair), or, for a MIG job
+/// (`mig`), its instance's compute slices out of 7, or its share of an MPS GPU.
+pub fn gpu_parts(gpus: u32, sharers: u32, mig: Option<MigPlace>) -> u32 {
+    match mig {
+        Some(MigPlace::Instance { compute_slices, .. }) => {
+            u32::from(compute_slices) * GPU_PARTS / u32::from(MIG_COMPUTE_SLICES)
+        }
+        Some(MigPlace::Mps { sharers }) => GPU_PARTS / sharers.max(1),
+        None => gpus * GPU_PARTS / sharers.max(1),
+    }
+}
 
 /// Overheads of stopping and resuming jobs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,7 +43,7 @@ impl Default for Overheads {
     }
 }
 
-/// A stretch of a run at one rate and one sharing level.
+/// A stretch of a run at one rate and one share of GPUs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Segment {
     from: Time,
@@ -31,17 +51,17 @@ struct Segment {
     rate: f64,
     /// Work done when the segment began.
     done_at_from: f64,
-    /// Jobs on the same GPUs, this one included (1 exclusive, 2 space-shared).
-    sharers: u32,
-    /// GPUs held during the segment (an elastic job's count changes mid-run).
-    gpus: u32,
+    /// The job's share of GPUs during the segment, in [`GPU_PARTS`] (it changes
+    /// when a partner joins or leaves, an elastic job resizes, or MPS sharers change).
+    parts: u32,
 }
 
 /// One job's progress as the world sees it.
 ///
-/// GPU-time is kept in half-GPU-microseconds so that a space-shared GPU (half to
-/// each of two jobs) stays exact in integers; `held_gpu_us` and `lost_gpu_us`
-/// report whole GPU-microseconds.
+/// GPU-time is kept in GPU-part-microseconds ([`GPU_PARTS`] per GPU) so that a
+/// space-shared GPU (half to each of two jobs), a MIG instance (its compute
+/// slices out of 7) and an MPS share stay exact in integers; `held_gpu_us` and
+/// `lost_gpu_us` report whole GPU-microseconds.
 #[derive(Clone, Debug, Default)]
 pub struct WorldJob {
     /// Work kept (checkpointed or completed) before the current run.
@@ -60,19 +80,20 @@ pub struct WorldJob {
     pub running: bool,
     pub lost_gpu_us: u64,
     pub held_gpu_us: u64,
-    held_half_us: u64,
-    lost_half_us: u64,
+    held_part_us: u128,
+    lost_part_us: u128,
     segments: Vec<Segment>,
 }
 
 impl WorldJob {
-    /// Starts a run at `now` shared by `sharers` jobs; returns when it would finish `work`, if ever.
+    /// Starts a run at `now` on `gpus` GPUs holding `parts` of them (see
+    /// [`gpu_parts`]); returns when it would finish `work`, if ever.
     pub fn start(
         &mut self,
         now: Time,
         gpus: u32,
         rate: f64,
-        sharers: u32,
+        parts: u32,
         work: f64,
         overheads: &Overheads,
     ) -> Option<Time> {
@@ -86,32 +107,26 @@ impl WorldJob {
         self.productive_from = now + restore;
         self.segments.clear();
         if restore > Span::ZERO {
-            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: self.saved, sharers, gpus });
+            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: self.saved, parts });
         }
-        self.segments.push(Segment {
-            from: self.productive_from,
-            rate,
-            done_at_from: self.saved,
-            sharers,
-            gpus,
-        });
+        self.segments.push(Segment { from: self.productive_from, rate, done_at_from: self.saved, parts });
         self.finish_time(self.productive_from, self.saved, work)
     }
 
-    /// The rate or the sharing changed at `now`; returns the new finish time.
-    pub fn rerate(&mut self, now: Time, rate: f64, sharers: u32, work: f64) -> Option<Time> {
+    /// The rate or the sharing changed at `now` (the job now holds `parts`);
+    /// returns the new finish time.
+    pub fn rerate(&mut self, now: Time, rate: f64, parts: u32, work: f64) -> Option<Time> {
         self.generation += 1;
         self.rate = rate;
         if now < self.productive_from {
             // Still restoring: share the rest of the restore, then run at the new rate.
             let productive = self.segments.pop().expect("a run has a productive segment");
-            let gpus = self.gpus;
-            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: self.saved, sharers, gpus });
-            self.segments.push(Segment { rate, sharers, ..productive });
+            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: self.saved, parts });
+            self.segments.push(Segment { rate, parts, ..productive });
             return self.finish_time(self.productive_from, self.saved, work);
         }
         let done = self.work_done(now).min(work);
-        self.segments.push(Segment { from: now, rate, done_at_from: done, sharers, gpus: self.gpus });
+        self.segments.push(Segment { from: now, rate, done_at_from: done, parts });
         self.finish_time(now, done, work)
     }
 
@@ -133,13 +148,14 @@ impl WorldJob {
         let mut done = self.work_done(now).min(work);
         let mut at = now;
         self.gpus = gpus;
+        let parts = gpu_parts(gpus, 1, None);
         if now < self.productive_from {
-            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: done, sharers: 1, gpus });
+            self.segments.push(Segment { from: now, rate: 0.0, done_at_from: done, parts });
             at = self.productive_from;
         }
         let mut finish = None;
         for &(span, phase_rate) in phases.iter().filter(|(span, _)| *span > Span::ZERO) {
-            self.segments.push(Segment { from: at, rate: phase_rate, done_at_from: done, sharers: 1, gpus });
+            self.segments.push(Segment { from: at, rate: phase_rate, done_at_from: done, parts });
             let reachable = done + phase_rate * span.as_secs_f64();
             if finish.is_none() && phase_rate > 0.0 && reachable >= work {
                 finish = Some(at + Span::from_secs_f64_ceil((work - done).max(0.0) / phase_rate));
@@ -147,7 +163,7 @@ impl WorldJob {
             done = reachable.min(work);
             at += span;
         }
-        self.segments.push(Segment { from: at, rate, done_at_from: done, sharers: 1, gpus });
+        self.segments.push(Segment { from: at, rate, done_at_from: done, parts });
         self.rate = rate;
         finish.or_else(|| self.finish_time(at, done, work))
     }
@@ -173,13 +189,13 @@ impl WorldJob {
         }
     }
 
-    /// Half-GPU-microseconds held in `[from, to)` of the current run.
-    fn held_half_us(&self, from: Time, to: Time) -> u64 {
-        let mut total = 0u64;
+    /// GPU-part-microseconds held in `[from, to)` of the current run.
+    fn part_us_between(&self, from: Time, to: Time) -> u128 {
+        let mut total = 0u128;
         for (i, segment) in self.segments.iter().enumerate() {
             let end = self.segments.get(i + 1).map_or(Time::MAX, |next| next.from);
             let span = to.min(end) - from.max(segment.from);
-            total += span.0 * u64::from(segment.gpus) * 2 / u64::from(segment.sharers.max(1));
+            total += u128::from(span.0) * u128::from(segment.parts);
         }
         total
     }
@@ -205,12 +221,13 @@ impl WorldJob {
     /// Accounts the run's GPU-time: all of it held, and lost except the
     /// productive part up to `kept_until`.
     fn close_run(&mut self, now: Time, kept_until: Time) {
-        let held = self.held_half_us(self.run_start, now);
-        let useful = self.held_half_us(self.productive_from, kept_until.min(now));
-        self.held_half_us += held;
-        self.lost_half_us += held - useful;
-        self.held_gpu_us = self.held_half_us / 2;
-        self.lost_gpu_us = self.lost_half_us / 2;
+        let held = self.part_us_between(self.run_start, now);
+        let useful = self.part_us_between(self.productive_from, kept_until.min(now));
+        self.held_part_us += held;
+        self.lost_part_us += held - useful;
+        let whole = |part_us: u128| u64::try_from(part_us / u128::from(GPU_PARTS)).unwrap_or(u64::MAX);
+        self.held_gpu_us = whole(self.held_part_us);
+        self.lost_gpu_us = whole(self.lost_part_us);
         self.generation += 1;
         self.rate = 0.0;
         self.running = false;
@@ -223,10 +240,16 @@ impl WorldJob {
         self.work_done(now.max(self.productive_from))
     }
 
-    /// This job's share of its GPUs now, in half GPUs (2 per GPU held alone).
-    pub fn half_gpus(&self) -> u32 {
+    /// GPU-time held by the runs closed so far, in [`GPU_PARTS`]-microseconds
+    /// (`held_gpu_us` before rounding down).
+    pub fn held_part_us(&self) -> u128 {
+        self.held_part_us
+    }
+
+    /// This job's share of GPUs now, in [`GPU_PARTS`] (420 per GPU held alone).
+    pub fn gpu_parts(&self) -> u32 {
         match self.segments.last() {
-            Some(segment) if self.running => self.gpus * 2 / segment.sharers.max(1),
+            Some(segment) if self.running => segment.parts,
             _ => 0,
         }
     }
@@ -252,12 +275,15 @@ mod tests {
     fn preemption_keeps_last_checkpoint_and_resume_pays_restore() {
         let mut job = WorldJob::default();
         // 1 GPU, rate 1, 500 s of work: finishes at 500 s if undisturbed.
-        assert_eq!(job.start(Time::ZERO, 1, 1.0, 1, 500.0, &OVERHEADS), Some(Time::from_secs(500)));
+        assert_eq!(job.start(Time::ZERO, 1, 1.0, GPU_PARTS, 500.0, &OVERHEADS), Some(Time::from_secs(500)));
         // Preempted at 250 s: checkpoints at 100 and 200 s, so 200 s of work kept, 50 s lost.
         assert_eq!(job.stop(Time::from_secs(250), 500.0, &OVERHEADS), 200.0);
         assert_eq!(job.lost_gpu_us, 50_000_000);
         // Resumed at 300 s: 10 s restore, then 300 s of work left: ends at 610 s.
-        assert_eq!(job.start(Time::from_secs(300), 1, 1.0, 1, 500.0, &OVERHEADS), Some(Time::from_secs(610)));
+        assert_eq!(
+            job.start(Time::from_secs(300), 1, 1.0, GPU_PARTS, 500.0, &OVERHEADS),
+            Some(Time::from_secs(610))
+        );
         job.finish(Time::from_secs(610), 500.0);
         assert_eq!(job.lost_gpu_us, 60_000_000);
         assert_eq!(job.held_gpu_us, 560_000_000);
@@ -266,7 +292,7 @@ mod tests {
     #[test]
     fn stop_during_restore_keeps_everything_saved() {
         let mut job = WorldJob { saved: 40.0, starts: 1, ..WorldJob::default() };
-        job.start(Time::ZERO, 2, 1.0, 1, 100.0, &OVERHEADS);
+        job.start(Time::ZERO, 2, 1.0, 2 * GPU_PARTS, 100.0, &OVERHEADS);
         assert_eq!(job.stop(Time::from_secs(5), 100.0, &OVERHEADS), 40.0);
         assert_eq!(job.lost_gpu_us, 10_000_000);
     }
@@ -276,12 +302,21 @@ mod tests {
         let overheads = Overheads { checkpoint_interval: Span::ZERO, restore_overhead: Span::ZERO };
         let mut job = WorldJob::default();
         // 2 GPUs alone at rate 1 for 100 units: finishes at 100 s.
-        assert_eq!(job.start(Time::ZERO, 2, 1.0, 1, 100.0, &overheads), Some(Time::from_secs(100)));
+        assert_eq!(
+            job.start(Time::ZERO, 2, 1.0, gpu_parts(2, 1, None), 100.0, &overheads),
+            Some(Time::from_secs(100))
+        );
         // At 40 s a partner joins: rate 0.5, half the GPUs. 60 units left take 120 s.
-        assert_eq!(job.rerate(Time::from_secs(40), 0.5, 2, 100.0), Some(Time::from_secs(160)));
-        assert_eq!(job.half_gpus(), 2);
+        assert_eq!(
+            job.rerate(Time::from_secs(40), 0.5, gpu_parts(2, 2, None), 100.0),
+            Some(Time::from_secs(160))
+        );
+        assert_eq!(job.gpu_parts(), GPU_PARTS);
         // At 100 s the partner leaves: 30 units left at rate 1.
-        assert_eq!(job.rerate(Time::from_secs(100), 1.0, 1, 100.0), Some(Time::from_secs(130)));
+        assert_eq!(
+            job.rerate(Time::from_secs(100), 1.0, gpu_parts(2, 1, None), 100.0),
+            Some(Time::from_secs(130))
+        );
         job.finish(Time::from_secs(130), 100.0);
         // Held: 40 s x 2 GPUs + 60 s x 1 GPU (half of 2) + 30 s x 2 GPUs = 200 GPU-s.
         assert_eq!(job.held_gpu_us, 200_000_000);
@@ -292,8 +327,31 @@ mod tests {
     fn continuous_checkpoints_lose_nothing() {
         let overheads = Overheads { checkpoint_interval: Span::ZERO, restore_overhead: Span::ZERO };
         let mut job = WorldJob::default();
-        job.start(Time::ZERO, 4, 2.0, 1, 100.0, &overheads);
+        job.start(Time::ZERO, 4, 2.0, 4 * GPU_PARTS, 100.0, &overheads);
         assert_eq!(job.stop(Time::from_secs(7), 100.0, &overheads), 14.0);
         assert_eq!(job.lost_gpu_us, 0);
+    }
+
+    #[test]
+    fn a_mig_instance_holds_its_compute_slices_and_an_mps_job_its_share() {
+        let overheads = Overheads { checkpoint_interval: Span::ZERO, restore_overhead: Span::ZERO };
+        let three_g = MigPlace::Instance { start: 0, compute_slices: 3 };
+        assert_eq!(gpu_parts(0, 1, Some(three_g)), 180);
+        assert_eq!(gpu_parts(0, 1, Some(MigPlace::Mps { sharers: 3 })), 140);
+        let mut job = WorldJob::default();
+        // In a 3g instance for 70 s (rate 0.5), then alone under MPS for 14 s: 30 + 14 = 44 GPU-s.
+        assert_eq!(
+            job.start(Time::ZERO, 0, 0.5, gpu_parts(0, 1, Some(three_g)), 100.0, &overheads),
+            Some(Time::from_secs(200))
+        );
+        let mps_alone = gpu_parts(0, 1, Some(MigPlace::Mps { sharers: 1 }));
+        assert_eq!(job.rerate(Time::from_secs(70), 1.0, mps_alone, 100.0), Some(Time::from_secs(135)));
+        job.stop(Time::from_secs(84), 100.0, &overheads);
+        assert_eq!(job.held_gpu_us, 44_000_000);
+        // A third of an MPS GPU for 3 µs: 3 x 140 part-µs = 1 GPU-µs, exactly.
+        let mut short = WorldJob::default();
+        short.start(Time::ZERO, 0, 1.0, gpu_parts(0, 3, Some(MigPlace::Mps { sharers: 3 })), 1.0, &overheads);
+        short.stop(Time(3), 1.0, &overheads);
+        assert_eq!(short.held_gpu_us, 1);
     }
 }
