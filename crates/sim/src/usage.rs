@@ -178,10 +178,8 @@ impl UsageTracker {
         }
         let window = &mut self.windows[index];
         for t in 0..tenants {
-            let part_us = u128::from(self.tenant_gpu_parts[t]) * u128::from(span_us);
+            let (part_us, gpu_us) = parts_over(self.tenant_gpu_parts[t], span_us);
             self.busy_part_us += part_us;
-            let gpu_us_wide = part_us / u128::from(GPU_PARTS);
-            let gpu_us = u64::try_from(gpu_us_wide).unwrap_or(u64::MAX);
             window.gpu_us[t] = window.gpu_us[t].saturating_add(gpu_us);
             self.tenant_gpu_us[t] += u128::from(gpu_us);
             self.busy_gpu_us += u128::from(gpu_us);
@@ -196,8 +194,21 @@ impl UsageTracker {
             window.available_gpu_us.saturating_add(u64::from(self.up_gpus).saturating_mul(span_us));
         self.available_gpu_us += u128::from(self.up_gpus) * u128::from(span_us);
         if self.tenant_waiting.iter().any(|&w| w > 0) {
-            self.idle_while_waiting_gpu_us +=
-                u128::from(self.free_gpu_parts) * u128::from(span_us) / u128::from(GPU_PARTS);
+            self.idle_while_waiting_gpu_us += u128::from(parts_over(self.free_gpu_parts, span_us).1);
+        }
+    }
+}
+
+/// `parts` GPU parts held for `span_us`: the exact part-microseconds, and whole
+/// GPU-microseconds rounded down (saturating). Divides in 64 bits whenever the product
+/// fits (always, for any real run): a 128-bit division by `GPU_PARTS` is a library call,
+/// and this runs for every tenant at every step.
+fn parts_over(parts: u32, span_us: u64) -> (u128, u64) {
+    match u64::from(parts).checked_mul(span_us) {
+        Some(part_us) => (u128::from(part_us), part_us / u64::from(GPU_PARTS)),
+        None => {
+            let part_us = u128::from(parts) * u128::from(span_us);
+            (part_us, u64::try_from(part_us / u128::from(GPU_PARTS)).unwrap_or(u64::MAX))
         }
     }
 }
@@ -205,6 +216,16 @@ impl UsageTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_over_is_exact_in_both_widths() {
+        assert_eq!(parts_over(GPU_PARTS, 7), (u128::from(GPU_PARTS) * 7, 7));
+        assert_eq!(parts_over(GPU_PARTS / 2, 3), (630, 1), "half a GPU for 3 us: 1.5 GPU-us, rounded down");
+        // Past 64 bits the product is kept exactly and divided in 128 bits.
+        let (part_us, gpu_us) = parts_over(8 * GPU_PARTS, u64::MAX);
+        assert_eq!(part_us, u128::from(8 * GPU_PARTS) * u128::from(u64::MAX));
+        assert_eq!(gpu_us, u64::MAX, "8 GPUs for u64::MAX us saturates");
+    }
 
     #[test]
     fn splits_intervals_across_windows() {
