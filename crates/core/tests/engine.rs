@@ -2,24 +2,14 @@
 //! node failures; a scripted policy plays the part of a buggy or simple policy.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::VecDeque;
+mod common;
+
+use common::Scripted;
 
 use cotenant_core::{
-    Action, Cluster, ClusterSpec, ClusterView, Command, Decision, EndReason, Engine, GpuId, Input, JobId,
-    JobSpec, NodeId, Phase, Policy, PolicyCx, StopReason, TenantSpec, Time, Violation,
+    Action, Cluster, ClusterSpec, Command, EndReason, Engine, GpuId, Input, JobId, JobSpec, NodeId, Phase,
+    StopReason, TenantSpec, Time, Violation,
 };
-
-/// Returns pre-written decisions, one per pass.
-struct Scripted(VecDeque<Vec<Action>>);
-
-impl Policy for Scripted {
-    fn name(&self) -> &'static str {
-        "scripted"
-    }
-    fn schedule(&mut self, _cx: &mut PolicyCx<'_>, _view: &ClusterView<'_>) -> Decision {
-        Decision { actions: self.0.pop_front().unwrap_or_default(), waiting: Vec::new() }
-    }
-}
 
 fn engine(script: Vec<Vec<Action>>, tenants: Vec<TenantSpec>) -> Engine {
     let cluster = Cluster::new(ClusterSpec::homogeneous("v100", 2, 2)).unwrap();

@@ -2,14 +2,15 @@
 //! test that random MIG actions never leave overlapping or double-booked instances.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::VecDeque;
+mod common;
+
+use common::Scripted;
 
 use cotenant_core::mig::{
     MigError, MigGeometry, MigInstance, MigLayout, MigModel, MigPlace, MigProfile, MigRefusal, MigTarget,
 };
 use cotenant_core::{
-    Action, Cluster, ClusterSpec, ClusterView, Command, Decision, Engine, GpuId, Input, JobId, JobSpec,
-    Policy, PolicyCx, TenantSpec, Time, Violation,
+    Action, Cluster, ClusterSpec, Command, Engine, GpuId, Input, JobId, JobSpec, TenantSpec, Time, Violation,
 };
 use proptest::prelude::*;
 
@@ -83,17 +84,6 @@ fn partitions_are_checked_against_the_geometry() {
         .partitions()
         .iter()
         .any(|p| p.iter().any(|i| i.profile == G4) && p.iter().any(|i| i.profile == G3)));
-}
-
-struct Scripted(VecDeque<Vec<Action>>);
-
-impl Policy for Scripted {
-    fn name(&self) -> &'static str {
-        "scripted"
-    }
-    fn schedule(&mut self, _cx: &mut PolicyCx<'_>, _view: &ClusterView<'_>) -> Decision {
-        Decision { actions: self.0.pop_front().unwrap_or_default(), waiting: Vec::new() }
-    }
 }
 
 /// One node of 2 A100s (GPU 0 and 1), MIG on.
