@@ -201,6 +201,9 @@ pub enum WaitReason {
     NotThisRound,
     /// No GPU of a type the job can use exists or is up.
     NoUsableGpuType,
+    /// Its GPUs would be free, but not the CPUs or memory it needs beside them
+    /// (policies that model host resources).
+    NoHostResources,
 }
 
 impl std::fmt::Display for WaitReason {
@@ -219,6 +222,9 @@ impl std::fmt::Display for WaitReason {
             WaitReason::ScanLimit => write!(f, "not examined (candidate limit)"),
             WaitReason::NotThisRound => write!(f, "not chosen this round"),
             WaitReason::NoUsableGpuType => write!(f, "no usable GPU type"),
+            WaitReason::NoHostResources => {
+                write!(f, "GPUs free, but not the CPUs or memory it needs beside them")
+            }
         }
     }
 }

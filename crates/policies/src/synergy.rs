@@ -154,7 +154,7 @@ impl Policy for Synergy {
         for job in &waiting {
             let best = targets.get(&job.id()).copied().unwrap_or_else(|| self.best_case(job));
             if !round.place(job, best, self.mechanism) {
-                decision.waiting.push((job.id(), WaitReason::NotThisRound));
+                decision.waiting.push((job.id(), WaitReason::NoHostResources));
             }
         }
         if boundary && self.mechanism != Mechanism::Proportional {

@@ -124,6 +124,8 @@ fn greedy_skips_a_job_whose_best_case_does_not_fit_and_starts_a_later_one() {
         ]
     );
     assert!(e.pending().contains(&JobId(2)));
+    // Its verdict (what `--explain` shows) names host resources, not the GPUs.
+    assert_eq!(e.job(JobId(2)).unwrap().verdict, Some(cotenant_core::WaitReason::NoHostResources));
     assert_eq!(e.cluster().host().free(NodeId(0)), alloc(1, 188));
 }
 
