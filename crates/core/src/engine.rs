@@ -175,6 +175,18 @@ pub enum Violation {
     AllocateNotPossible(JobId),
 }
 
+impl Violation {
+    fn host_over_commit(job: JobId, over: crate::host::OverCommit) -> Violation {
+        Violation::HostOverCommit {
+            job,
+            node: over.node,
+            resource: over.resource,
+            wanted: over.wanted,
+            free: over.free,
+        }
+    }
+}
+
 /// Counts the engine keeps for reporting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EngineStats {
@@ -666,13 +678,7 @@ impl Engine {
         let job = self.job(id).filter(|_| host.enabled())?;
         let shares = crate::host::node_shares(&self.cluster, gpus, job.host);
         let over = host.check(id, &shares).err()?;
-        Some(Violation::HostOverCommit {
-            job: id,
-            node: over.node,
-            resource: over.resource,
-            wanted: over.wanted,
-            free: over.free,
-        })
+        Some(Violation::host_over_commit(id, over))
     }
 
     fn push_allocate(&self, job: JobId, commands: &mut Vec<Command>) {
@@ -699,13 +705,7 @@ impl Engine {
         let gpus = job.gpus.clone();
         let shares = crate::host::node_shares(&self.cluster, &gpus, alloc);
         if let Err(over) = self.cluster.host().check(id, &shares) {
-            self.violations.push(Violation::HostOverCommit {
-                job: id,
-                node: over.node,
-                resource: over.resource,
-                wanted: over.wanted,
-                free: over.free,
-            });
+            self.violations.push(Violation::host_over_commit(id, over));
             return;
         }
         self.cluster.host_mut().release(id);

@@ -29,17 +29,8 @@ impl Engine {
             return Some(Violation::ShareRefused { job: id, refusal });
         }
         // While host resources are modelled, the job's CPUs and memory move with its GPUs.
-        if self.cluster.host().enabled() {
-            let shares = crate::host::node_shares(&self.cluster, gpus, job.host);
-            if let Err(over) = self.cluster.host().check(id, &shares) {
-                return Some(Violation::HostOverCommit {
-                    job: id,
-                    node: over.node,
-                    resource: over.resource,
-                    wanted: over.wanted,
-                    free: over.free,
-                });
-            }
+        if let Some(violation) = self.check_host(id, gpus) {
+            return Some(violation);
         }
         let tenant = job.spec.tenant;
         let held = self.tenant_gpus[tenant.index()] - job.gpus.len() as u32;
