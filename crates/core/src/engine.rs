@@ -46,6 +46,13 @@ pub enum Input {
         work_done: f64,
         score: f64,
     },
+    /// The world ended a job from outside the policy: a tenant cancelled it, its
+    /// process failed or vanished (the live controller). A pending job leaves the
+    /// queue; a running one frees its GPUs. The engine answers `Command::End`.
+    JobEnded {
+        job: JobId,
+        reason: EndReason,
+    },
     /// Several inputs at the same instant, applied in order, then one scheduling pass.
     Batch(Vec<Input>),
 }
@@ -295,6 +302,13 @@ impl Engine {
     pub fn tenants(&self) -> &[TenantSpec] {
         &self.tenants
     }
+    /// Adds a tenant (the live controller's `admin tenant add`); its id is the
+    /// next index. Policies read the tenant table on every pass.
+    pub fn add_tenant(&mut self, tenant: TenantSpec) -> TenantId {
+        self.tenants.push(tenant);
+        self.tenant_gpus.push(0);
+        TenantId(self.tenants.len() as u32 - 1)
+    }
     pub fn tenant_gpus(&self) -> &[u32] {
         &self.tenant_gpus
     }
@@ -364,6 +378,19 @@ impl Engine {
                     self.wakeup = None;
                 }
                 trigger.wakeup = true;
+            }
+            Input::JobEnded { job, reason } => {
+                if self.pending.contains(&job) || self.running.contains(&job) {
+                    // A pass follows, as after a completion: freed GPUs (or a
+                    // shorter queue) may let other jobs start.
+                    self.end(now, job, reason);
+                    commands.push(Command::End { job, reason });
+                    trigger.completion = true;
+                } else if self.job(job).is_some() {
+                    self.violations.push(Violation::EndAlreadyOver(job));
+                } else {
+                    self.violations.push(Violation::UnknownJob(job));
+                }
             }
             Input::Batch(inputs) => {
                 for input in inputs {

@@ -105,6 +105,14 @@ pub enum EndReason {
     EvalDeclined { declines: u32, best_eval: u32, best_score_micro: i64, best_work: u64 },
     /// The run ended (time horizon reached) while the job was still in the system.
     Unfinished,
+    /// Its tenant or an admin cancelled it (the live controller).
+    Cancelled,
+    /// Its process exited with a non-zero status (`exit_code`), or was killed by a
+    /// signal (`exit_code` = 128 + signal, as shells report it).
+    Failed { exit_code: i32 },
+    /// Its process disappeared without an exit status (the agent that ran it
+    /// restarted and found it gone).
+    Lost,
 }
 
 impl std::fmt::Display for EndReason {
@@ -127,6 +135,9 @@ impl std::fmt::Display for EndReason {
                 *best_score_micro as f64 / 1e6
             ),
             EndReason::Unfinished => write!(f, "unfinished at end of run"),
+            EndReason::Cancelled => write!(f, "cancelled"),
+            EndReason::Failed { exit_code } => write!(f, "failed with exit code {exit_code}"),
+            EndReason::Lost => write!(f, "lost (its process vanished without an exit status)"),
         }
     }
 }

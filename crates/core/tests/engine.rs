@@ -225,3 +225,37 @@ fn resizes_are_validated_against_range_cluster_and_tenant() {
     assert!(matches!(e.violations()[4], Violation::ResizeOverTenantLimit { job: JobId(0), .. }));
     assert_eq!(e.job(JobId(0)).unwrap().gpus, g(&[1, 3]), "a refused resize changes nothing");
 }
+
+#[test]
+fn jobs_ended_from_outside_leave_the_queue_or_free_their_gpus() {
+    // Job 0 runs on GPUs 0-1; job 1 waits. Cancelling the waiting job removes it;
+    // failing the running one frees its GPUs; ending either again is a violation.
+    let script = vec![vec![Action::Start { job: JobId(0), gpus: vec![GpuId(0), GpuId(1)] }]];
+    let mut e = engine(script, vec![TenantSpec::new("a")]);
+    e.step(Time::ZERO, Input::Batch(vec![job(0, 2), job(1, 4)]));
+    assert_eq!(e.cluster().free_gpus(), 2);
+    let commands = e.step(Time(5), Input::JobEnded { job: JobId(1), reason: EndReason::Cancelled });
+    assert_eq!(commands, vec![Command::End { job: JobId(1), reason: EndReason::Cancelled }]);
+    assert!(e.pending().is_empty());
+    let failed = EndReason::Failed { exit_code: 3 };
+    let commands = e.step(Time(7), Input::JobEnded { job: JobId(0), reason: failed });
+    assert_eq!(commands, vec![Command::End { job: JobId(0), reason: failed }]);
+    assert_eq!(e.cluster().free_gpus(), 4);
+    assert_eq!(e.tenant_gpus(), &[0]);
+    assert!(matches!(e.job(JobId(0)).unwrap().phase, Phase::Ended(EndReason::Failed { exit_code: 3 })));
+    assert!(e.step(Time(8), Input::JobEnded { job: JobId(0), reason: EndReason::Lost }).is_empty());
+    assert!(e.step(Time(9), Input::JobEnded { job: JobId(9), reason: EndReason::Lost }).is_empty());
+    assert_eq!(e.violations(), &[Violation::EndAlreadyOver(JobId(0)), Violation::UnknownJob(JobId(9))]);
+}
+
+#[test]
+fn tenants_added_at_run_time_get_the_next_id_and_may_submit() {
+    let script = vec![vec![], vec![Action::Start { job: JobId(0), gpus: vec![GpuId(0)] }]];
+    let mut e = engine(script, vec![TenantSpec::new("a")]);
+    e.step(Time::ZERO, Input::JobSubmitted(JobSpec::new(7, 1, Time::ZERO, 1, 1.0)));
+    assert!(matches!(e.violations()[0], Violation::UnknownTenant { .. }));
+    assert_eq!(e.add_tenant(TenantSpec::new("b")).0, 1);
+    let commands = e.step(Time(1), Input::JobSubmitted(JobSpec::new(0, 1, Time(1), 1, 1.0)));
+    assert_eq!(commands, vec![Command::Start { job: JobId(0), gpus: vec![GpuId(0)] }]);
+    assert_eq!(e.tenant_gpus(), &[0, 1]);
+}
