@@ -287,7 +287,7 @@ fn plan(state: &super::state::State, claims: &mut Claims, op: &Op, now: u64) -> 
             plan_register(state, node, name, gpu_uuids, running)
         }
         Op::Wakeup => {
-            if claims.wakeup || !live.next_wakeup_us().is_some_and(|t| t <= now) {
+            if claims.wakeup || live.next_wakeup_us().is_none_or(|t| t > now) {
                 return Plan::Answer(Ok(Answer::Done));
             }
             claims.wakeup = true;
