@@ -369,6 +369,11 @@ impl Controller {
         let gpu_type = req.gpu_type.clone().unwrap_or_else(|| agent_api::normalize_gpu_type(&first.model));
         let mut gpus = req.gpus.clone();
         gpus.sort_by_key(|g| g.index);
+        // A known agent is alive from now on, even while its registration commits.
+        let known = lock(&self.core().state).live.bind_node(&req.name, &gpu_type, req.gpus.len() as u32);
+        if let Ok(node) = known {
+            self.beat(node);
+        }
         let running: BTreeSet<(u32, u32)> = req.running.iter().map(|r| (r.job, r.attempt)).collect();
         let op = Op::Register {
             name: req.name.clone(),

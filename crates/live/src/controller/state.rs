@@ -319,3 +319,70 @@ pub(super) fn command_job(command: &Command) -> JobId {
         | Command::Allocate { job, .. } => *job,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::setup::{parse_nodes, ServerSetup};
+
+    const S: u64 = 1_000_000;
+
+    fn state() -> State {
+        let setup = ServerSetup {
+            nodes: parse_nodes("1x2xA100-80GB").unwrap(),
+            policy: "fifo".into(),
+            options: BTreeMap::new(),
+            round_secs: None,
+            seed: 1,
+        };
+        State::new(Live::new(setup, 0).unwrap(), 1)
+    }
+
+    fn submit(job: u32, gpus: u32) -> Entry {
+        let request = serde_json::from_value(serde_json::json!({ "command": ["x"], "gpus": gpus })).unwrap();
+        Entry::Submitted { job, tenant: 0, request }
+    }
+
+    #[test]
+    fn usage_counts_gpu_time_inside_the_window_from_each_attempts_interval() {
+        // One 2-GPU node. Job 0 (1 GPU) runs 1 s..4 s and completes; job 1
+        // (2 GPUs) waits, runs 4 s..5 s, and is requeued when the node is lost.
+        let mut state = state();
+        let entries = [
+            (
+                0,
+                Entry::TenantAdded {
+                    tenant: 0,
+                    name: "a".into(),
+                    weight: 1.0,
+                    quota: BTreeMap::new(),
+                    gpu_limit: None,
+                    unix_user: None,
+                },
+            ),
+            (0, Entry::NodeJoined { node: 0, name: "h".into(), gpu_uuids: vec![] }),
+            (S, submit(0, 1)),
+            (2 * S, submit(1, 2)),
+            (4 * S, Entry::Exited { job: 0, attempt: 1, code: Some(0), signal: None }),
+            (5 * S, Entry::NodeLost { node: 0 }),
+        ];
+        for (seq, (at_us, entry)) in entries.into_iter().enumerate() {
+            state.apply(&Record { seq: seq as u64 + 1, at_us, entry });
+        }
+        let interval = |start_us, end_us, gpus| Interval { attempt: 1, start_us, end_us: Some(end_us), gpus };
+        assert_eq!(state.intervals(0), [interval(S, 4 * S, 1)]);
+        assert_eq!(state.intervals(1), [interval(4 * S, 5 * S, 2)]);
+        // Whole time: 1 GPU x 3 s + 2 GPUs x 1 s = 5 GPU-seconds.
+        let row = &state.usage(0, 10 * S, 10 * S)[0].1;
+        assert_eq!((row.gpu_hours, row.jobs_started, row.jobs_completed), (5.0 / 3600.0, 2, 1));
+        // [3 s, 4.5 s): 1 GPU x 1 s + 2 GPUs x 0.5 s; only job 1 first started
+        // in it; job 0 completed in it.
+        let row = &state.usage(3 * S, 4 * S + S / 2, 10 * S)[0].1;
+        assert_eq!((row.gpu_hours, row.jobs_started, row.jobs_completed), (2.0 / 3600.0, 1, 1));
+        // Job 1 is pending again: the queue shows it waiting since the requeue.
+        let queue = state.queue();
+        assert_eq!(queue.len(), 1);
+        assert_eq!((queue[0].1.job, queue[0].1.waiting_since_us), (1, 5 * S));
+    }
+}
