@@ -344,13 +344,13 @@ impl IntoResponse for Failure {
 }
 
 /// A JSON body whose rejection is an [`ApiError`] (422 from axum becomes 400).
-struct Body<T>(T);
+struct JsonBody<T>(T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = Failure;
     async fn from_request(request: Request, state: &S) -> Result<Self, Failure> {
         match axum::Json::<T>::from_request(request, state).await {
-            Ok(axum::Json(value)) => Ok(Body(value)),
+            Ok(axum::Json(value)) => Ok(JsonBody(value)),
             Err(rejection) => Err(json_failure(&rejection)),
         }
     }

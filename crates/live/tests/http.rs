@@ -212,15 +212,22 @@ async fn every_route_refuses_missing_bad_and_wrong_scope_tokens() {
             );
             assert_eq!(error.message, format!("no job {}", job.id));
         }
-        // The right scope gets past authorization (whatever the missing body or query then earns).
-        let right = if scope == "tenant" && template.contains("{id}") { &a } else { &server.admin };
-        let (status, text) = server.call(method.clone(), &path, Some(right), None).await;
-        assert!(
-            status != StatusCode::UNAUTHORIZED
-                && status != StatusCode::FORBIDDEN
-                && !status.is_server_error(),
-            "{what} with the right token: {status} {text}"
-        );
+        // The right scopes get past authorization (whatever the missing body or query then earns).
+        let right: Vec<&str> = match scope {
+            "tenant" if what == "POST /v1/jobs" => vec![&a],
+            "tenant" => vec![&a, &server.admin],
+            "agent" => vec![&agent, &server.admin],
+            _ => vec![&server.admin],
+        };
+        for token in right {
+            let (status, text) = server.call(method.clone(), &path, Some(token), None).await;
+            assert!(
+                status != StatusCode::UNAUTHORIZED
+                    && status != StatusCode::FORBIDDEN
+                    && !status.is_server_error(),
+                "{what} with the right token: {status} {text}"
+            );
+        }
         checked += 1;
     }
     assert_eq!(checked, ROUTES.len() - 1, "every route but health needs a token");
@@ -347,6 +354,10 @@ async fn bad_input_gets_a_4xx_api_error_naming_the_problem() {
         StatusCode::BAD_REQUEST,
     );
     assert!(error.message.contains("gpus"), "{}", error.message);
+    let admin = server.admin.clone();
+    let as_admin = server.call(Method::POST, "/v1/jobs", Some(&admin), Some(json!({ "command": ["x"] })));
+    let error = assert_refused("an admin submits", as_admin.await, StatusCode::FORBIDDEN);
+    assert!(error.message.contains("tenant"), "{}", error.message);
     let (status, text) =
         read(server.request(Method::POST, "/v1/jobs", Some(&a)).body("{}").send().await.unwrap()).await;
     assert!(status.is_client_error(), "{status}");
@@ -606,4 +617,45 @@ async fn shutdown_ends_followed_logs_and_returns() {
     let reader = tokio::spawn(async move { while let Ok(Some(_)) = follow.chunk().await {} });
     server.stop().await; // panics if serve does not return within 10 s
     tokio::time::timeout(Duration::from_secs(5), reader).await.unwrap().unwrap();
+}
+
+/// Sends raw HTTP/1.1 and returns the status line and the body.
+async fn raw(server: &Server, head: &str, body: &[u8]) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = server.base.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+    socket.write_all(head.as_bytes()).await.unwrap();
+    // The server may answer (and close) before the whole body is sent.
+    let _ = socket.write_all(body).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer)).await;
+    let text = String::from_utf8_lossy(&answer).to_string();
+    let status = text.lines().next().unwrap_or_default().to_string();
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test]
+async fn a_chunked_body_without_a_length_is_capped_too() {
+    let server = start(HttpOptions::default()).await;
+    let a = server.tenant("a").await;
+    let piece = vec![b' '; 64 * 1024];
+    let mut body = Vec::new();
+    for _ in 0..(cotenant_live::api::MAX_BODY_BYTES / piece.len() + 2) {
+        body.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+        body.extend_from_slice(&piece);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(b"0\r\n\r\n");
+    let head = format!(
+        "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {a}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    );
+    let (status, text) = raw(&server, &head, &body).await;
+    assert!(status.contains(" 413 "), "{status}");
+    assert!(text.contains("\"too_large\""), "{text}");
+    // A header that is not text, and a token in the wrong form, are 401 with an ApiError.
+    let head = "GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YTpi\r\nConnection: close\r\n\r\n";
+    let (status, text) = raw(&server, head, b"").await;
+    assert!(status.contains(" 401 ") && text.contains("\"unauthorized\""), "{status} {text}");
+    server.stop().await;
 }

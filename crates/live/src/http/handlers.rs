@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 
 use super::metrics::Metrics;
-use super::{App, Body, Caller, Failure, JobId, Query};
+use super::{App, Caller, Failure, JobId, JsonBody, Query};
 use crate::agent_api::{DesiredQuery, LogChunk, Register, Report};
 use crate::api::{
     self, JobQuery, Page, Scope, SubmitRequest, TenantRequest, TokenRequest, UsageQuery, MAX_PAGE,
@@ -24,7 +24,7 @@ pub(super) async fn health(State(app): State<App>) -> Json<api::Health> {
 pub(super) async fn submit(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
-    Body(request): Body<SubmitRequest>,
+    JsonBody(request): JsonBody<SubmitRequest>,
 ) -> Result<(StatusCode, Json<api::JobView>), Failure> {
     let Some(tenant) = caller.tenant_id() else {
         return Err(Failure::new(
@@ -204,7 +204,7 @@ pub(super) async fn usage(
 
 pub(super) async fn add_tenant(
     State(app): State<App>,
-    Body(request): Body<TenantRequest>,
+    JsonBody(request): JsonBody<TenantRequest>,
 ) -> Result<(StatusCode, Json<api::TenantCreated>), Failure> {
     let tenant = app.controller().add_tenant(request).await?;
     let token =
@@ -218,7 +218,7 @@ pub(super) async fn tenants(State(app): State<App>) -> Json<Vec<api::TenantView>
 
 pub(super) async fn add_token(
     State(app): State<App>,
-    Body(request): Body<TokenRequest>,
+    JsonBody(request): JsonBody<TokenRequest>,
 ) -> Result<(StatusCode, Json<api::TokenCreated>), Failure> {
     match (request.scope, &request.tenant) {
         (Scope::Tenant, None) => return Err(Failure::bad("tenant: a tenant token names its tenant".into())),
@@ -240,7 +240,7 @@ pub(super) async fn add_token(
 
 pub(super) async fn agent_register(
     State(app): State<App>,
-    Body(request): Body<Register>,
+    JsonBody(request): JsonBody<Register>,
 ) -> Result<Json<crate::agent_api::Registered>, Failure> {
     Ok(Json(app.controller().register(request).await?))
 }
@@ -254,13 +254,13 @@ pub(super) async fn agent_desired(
 
 pub(super) async fn agent_report(
     State(app): State<App>,
-    Body(report): Body<Report>,
+    JsonBody(report): JsonBody<Report>,
 ) -> Result<StatusCode, Failure> {
     app.controller().report(report).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub(super) async fn agent_logs(State(app): State<App>, Body(chunk): Body<LogChunk>) -> Response {
+pub(super) async fn agent_logs(State(app): State<App>, JsonBody(chunk): JsonBody<LogChunk>) -> Response {
     match app.controller().log_chunk(chunk).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(LogRefusal::Have(have)) => {
