@@ -657,5 +657,10 @@ async fn a_chunked_body_without_a_length_is_capped_too() {
     let head = "GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YTpi\r\nConnection: close\r\n\r\n";
     let (status, text) = raw(&server, head, b"").await;
     assert!(status.contains(" 401 ") && text.contains("\"unauthorized\""), "{status} {text}");
+    // The scheme is case-insensitive (RFC 9110).
+    let head =
+        format!("GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: bearer {a}\r\nConnection: close\r\n\r\n");
+    let (status, _) = raw(&server, &head, b"").await;
+    assert!(status.contains(" 200 "), "{status}");
     server.stop().await;
 }
