@@ -545,6 +545,16 @@ async fn bootstrap_makes_one_admin_token_stored_only_as_a_hash() {
             StatusCode::UNAUTHORIZED,
         );
     }
+    // A tenant token whose tenant does not exist is refused.
+    let ghost = http::create_token(&db, cotenant_live::api::Scope::Tenant, Some("ghost")).await.unwrap();
+    let error = assert_refused(
+        "ghost",
+        server.call(Method::GET, "/v1/jobs", Some(&ghost), None).await,
+        StatusCode::UNAUTHORIZED,
+    );
+    assert!(error.message.contains("ghost"), "{}", error.message);
+    assert!(http::create_token(&db, cotenant_live::api::Scope::Tenant, None).await.is_err());
+    assert!(http::create_token(&db, cotenant_live::api::Scope::Agent, Some("a")).await.is_err());
     // A token with the right prefix and a wrong secret is refused.
     let forged = format!("{}{}", &server.admin[..12], "f".repeat(32));
     assert_refused(
