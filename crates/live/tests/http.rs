@@ -502,6 +502,28 @@ async fn pages_return_every_job_exactly_once() {
     let page: Page<JobView> = server.ok(Method::GET, "/v1/jobs?limit=1000", &server.admin, None).await;
     assert_eq!(page.items.len(), 23 + 6);
     assert!(page.next.is_none());
+    // A window on submission time, [since, until): the cursor is bound to it.
+    let (since, until) = (page.items[5].submitted_us, page.items[20].submitted_us);
+    let expected: Vec<u32> = page
+        .items
+        .iter()
+        .filter(|j| j.tenant == "a" && (since..until).contains(&j.submitted_us))
+        .map(|j| j.id)
+        .collect();
+    let query = format!("/v1/jobs?since={since}&until={until}&limit=4");
+    let first: Page<JobView> = server.ok(Method::GET, &query, &a, None).await;
+    let next = first.next.expect("more than 4 of a's jobs in the window");
+    let rest: Page<JobView> = server
+        .ok(Method::GET, &format!("/v1/jobs?since={since}&until={until}&limit=1000&cursor={next}"), &a, None)
+        .await;
+    let seen: Vec<u32> = first.items.iter().chain(&rest.items).map(|j| j.id).collect();
+    assert_eq!(seen, expected);
+    let other_window = format!("/v1/jobs?since={since}&limit=4&cursor={next}");
+    assert_refused(
+        "cursor, other window",
+        server.call(Method::GET, &other_window, Some(&a), None).await,
+        StatusCode::BAD_REQUEST,
+    );
     server.stop().await;
 }
 
