@@ -227,7 +227,7 @@ async fn caller(app: &App, header: Option<&HeaderValue>) -> Result<Caller, Failu
     let token = value
         .to_str()
         .ok()
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| v.get(..7).filter(|scheme| scheme.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]))
         .map(str::trim)
         .ok_or_else(|| unauthorized("the Authorization header must be 'Bearer TOKEN'"))?;
     let Some(found) = app.0.tokens.verify(token).await.map_err(Failure::storage)? else {

@@ -502,6 +502,28 @@ async fn pages_return_every_job_exactly_once() {
     let page: Page<JobView> = server.ok(Method::GET, "/v1/jobs?limit=1000", &server.admin, None).await;
     assert_eq!(page.items.len(), 23 + 6);
     assert!(page.next.is_none());
+    // A window on submission time, [since, until): the cursor is bound to it.
+    let (since, until) = (page.items[5].submitted_us, page.items[20].submitted_us);
+    let expected: Vec<u32> = page
+        .items
+        .iter()
+        .filter(|j| j.tenant == "a" && (since..until).contains(&j.submitted_us))
+        .map(|j| j.id)
+        .collect();
+    let query = format!("/v1/jobs?since={since}&until={until}&limit=4");
+    let first: Page<JobView> = server.ok(Method::GET, &query, &a, None).await;
+    let next = first.next.expect("more than 4 of a's jobs in the window");
+    let rest: Page<JobView> = server
+        .ok(Method::GET, &format!("/v1/jobs?since={since}&until={until}&limit=1000&cursor={next}"), &a, None)
+        .await;
+    let seen: Vec<u32> = first.items.iter().chain(&rest.items).map(|j| j.id).collect();
+    assert_eq!(seen, expected);
+    let other_window = format!("/v1/jobs?since={since}&limit=4&cursor={next}");
+    assert_refused(
+        "cursor, other window",
+        server.call(Method::GET, &other_window, Some(&a), None).await,
+        StatusCode::BAD_REQUEST,
+    );
     server.stop().await;
 }
 
@@ -545,6 +567,16 @@ async fn bootstrap_makes_one_admin_token_stored_only_as_a_hash() {
             StatusCode::UNAUTHORIZED,
         );
     }
+    // A tenant token whose tenant does not exist is refused.
+    let ghost = http::create_token(&db, cotenant_live::api::Scope::Tenant, Some("ghost")).await.unwrap();
+    let error = assert_refused(
+        "ghost",
+        server.call(Method::GET, "/v1/jobs", Some(&ghost), None).await,
+        StatusCode::UNAUTHORIZED,
+    );
+    assert!(error.message.contains("ghost"), "{}", error.message);
+    assert!(http::create_token(&db, cotenant_live::api::Scope::Tenant, None).await.is_err());
+    assert!(http::create_token(&db, cotenant_live::api::Scope::Agent, Some("a")).await.is_err());
     // A token with the right prefix and a wrong secret is refused.
     let forged = format!("{}{}", &server.admin[..12], "f".repeat(32));
     assert_refused(
@@ -657,5 +689,10 @@ async fn a_chunked_body_without_a_length_is_capped_too() {
     let head = "GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YTpi\r\nConnection: close\r\n\r\n";
     let (status, text) = raw(&server, head, b"").await;
     assert!(status.contains(" 401 ") && text.contains("\"unauthorized\""), "{status} {text}");
+    // The scheme is case-insensitive (RFC 9110).
+    let head =
+        format!("GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: bearer {a}\r\nConnection: close\r\n\r\n");
+    let (status, _) = raw(&server, &head, b"").await;
+    assert!(status.contains(" 200 "), "{status}");
     server.stop().await;
 }

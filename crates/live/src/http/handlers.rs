@@ -16,6 +16,8 @@ use crate::controller::LogRefusal;
 
 /// Items on a page when the query gives no `limit`.
 const DEFAULT_PAGE: u32 = 100;
+/// Longest an agent's long-poll is held (a longer `wait_ms` is shortened to it).
+const MAX_WAIT_MS: u64 = 60_000;
 
 pub(super) async fn health(State(app): State<App>) -> Json<api::Health> {
     Json(app.controller().health())
@@ -161,15 +163,13 @@ pub(super) async fn queue(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
 ) -> Json<Vec<api::QueueEntry>> {
+    Json(own_rows(&caller, app.controller().queue()))
+}
+
+/// The rows a caller may see: a tenant its own, an admin all.
+fn own_rows<T>(caller: &Caller, rows: Vec<(u32, T)>) -> Vec<T> {
     let own = caller.tenant_id();
-    Json(
-        app.controller()
-            .queue()
-            .into_iter()
-            .filter(|(tenant, _)| own.is_none_or(|t| t == *tenant))
-            .map(|(_, entry)| entry)
-            .collect(),
-    )
+    rows.into_iter().filter(|(tenant, _)| own.is_none_or(|t| t == *tenant)).map(|(_, row)| row).collect()
 }
 
 pub(super) async fn nodes(
@@ -191,15 +191,7 @@ pub(super) async fn usage(
     Query(query): Query<UsageQuery>,
 ) -> Result<Json<Vec<api::UsageRow>>, Failure> {
     let (since, until) = window(query.since, query.until)?;
-    let own = caller.tenant_id();
-    Ok(Json(
-        app.controller()
-            .usage(since, until)
-            .into_iter()
-            .filter(|(tenant, _)| own.is_none_or(|t| t == *tenant))
-            .map(|(_, row)| row)
-            .collect(),
-    ))
+    Ok(Json(own_rows(&caller, app.controller().usage(since, until))))
 }
 
 pub(super) async fn add_tenant(
@@ -247,8 +239,9 @@ pub(super) async fn agent_register(
 
 pub(super) async fn agent_desired(
     State(app): State<App>,
-    Query(query): Query<DesiredQuery>,
+    Query(mut query): Query<DesiredQuery>,
 ) -> Result<Json<crate::agent_api::Desired>, Failure> {
+    query.wait_ms = query.wait_ms.min(MAX_WAIT_MS);
     Ok(Json(app.controller().desired(query).await?))
 }
 

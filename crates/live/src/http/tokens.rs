@@ -139,11 +139,14 @@ struct Remembered {
 pub(super) struct Verifier {
     db: Db,
     remembered: Mutex<HashMap<String, Remembered>>,
+    /// One argon2 check at a time: many first requests with one new token
+    /// cost one check, and bad tokens cannot take every core from the engine.
+    checking: tokio::sync::Mutex<()>,
 }
 
 impl Verifier {
     pub fn new(db: Db) -> Verifier {
-        Verifier { db, remembered: Mutex::new(HashMap::new()) }
+        Verifier { db, remembered: Mutex::new(HashMap::new()), checking: tokio::sync::Mutex::new(()) }
     }
 
     fn remembered(&self) -> std::sync::MutexGuard<'_, HashMap<String, Remembered>> {
@@ -177,12 +180,14 @@ impl Verifier {
             return Ok(None);
         };
         let found = Found { scope, tenant, prefix: prefix.to_string() };
-        let verified = match &known {
-            Some((_, hash, _)) if *hash == stored => true,
-            _ => check(token.to_string(), stored.clone()).await,
-        };
-        if !verified {
-            return Ok(None);
+        let _checking;
+        if known.as_ref().is_none_or(|(_, hash, _)| *hash != stored) {
+            _checking = self.checking.lock().await;
+            // Another request may have checked this token while this one waited.
+            let now_known = self.remembered().get(token).is_some_and(|r| r.hash == stored);
+            if !now_known && !check(token.to_string(), stored.clone()).await {
+                return Ok(None);
+            }
         }
         let mut remembered = self.remembered();
         if remembered.len() >= MAX_REMEMBERED {
