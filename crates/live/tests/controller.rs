@@ -284,7 +284,8 @@ async fn group_commit_gives_two_thousand_concurrent_submissions_dense_unique_ids
     let records = controller.db().read_all().await.unwrap();
     assert_eq!(records.len(), 2 + 2000);
     let times: BTreeSet<u64> = records.iter().skip(2).map(|r| r.at_us).collect();
-    assert!(times.len() < 2000, "{} distinct commit times for 2000 submissions", times.len());
+    // 2,000 requests queue at once: a handful of batches of up to 512 (5 here), not 2,000.
+    assert!(times.len() <= 200, "{} distinct commit times for 2000 submissions", times.len());
 
     // Paging through everything, and through one tenant, in (submitted_us, id) order.
     for tenant in [None, Some(tenants[1])] {
@@ -616,4 +617,47 @@ async fn calls_after_shutdown_are_refused() {
     controller.shutdown().await;
     let refusal = other.submit(alice, request(1, "x")).await.unwrap_err();
     assert!(refusal.to_string().contains("shutting down"), "{refusal}");
+}
+
+/// The http layer runs these in axum handlers: the handle and every future it
+/// returns must be `Send` (a lock guard held across an await would not be).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handle_and_its_futures_are_send() {
+    fn send<T: Send + 'static>(_: T) {}
+    fn shared<T: Send + Sync + 'static>(_: &T) {}
+    let scratch = Scratch::new("send");
+    let controller =
+        Controller::start(scratch.config(setup("1x1xA100-80GB", "fifo"), Duration::from_secs(15)))
+            .await
+            .unwrap();
+    shared(&controller);
+    let c = controller.clone();
+    send(async move {
+        let _ = c.submit(0, request(1, "x")).await;
+        let _ = c.cancel(0).await;
+        let _ = c
+            .register(Register {
+                name: "h".into(),
+                gpus: gpus("h", 1),
+                gpu_type: None,
+                running: vec![],
+                version: String::new(),
+            })
+            .await;
+        let _ = c.desired(DesiredQuery { node: 0, after: 0, wait_ms: 0 }).await;
+        let _ = c.report(Report { node: 0, events: vec![], gpu_stats: vec![] }).await;
+        let chunk =
+            LogChunk { node: 0, job: 0, attempt: 1, stream: "stdout".into(), offset: 0, data: String::new() };
+        let _ = c.log_chunk(chunk).await;
+        let _ = c
+            .add_tenant(TenantRequest {
+                name: "t".into(),
+                weight: 1.0,
+                quota: BTreeMap::new(),
+                unix_user: None,
+            })
+            .await;
+        c.shutdown().await;
+    });
+    controller.shutdown().await;
 }
