@@ -447,6 +447,21 @@ impl Controller {
                 }
                 AgentEvent::Vanished { job, attempt } => Entry::Vanished { job, attempt },
             };
+            if let Entry::Exited { job, attempt, .. }
+            | Entry::LaunchFailed { job, attempt, .. }
+            | Entry::Vanished { job, attempt } = &entry
+            {
+                // Only a node the attempt runs on can say how it ended.
+                if !lock(&core.state).nodes_of(*job).contains(&node) {
+                    tracing::debug!(
+                        job,
+                        attempt,
+                        node,
+                        "report from a node the attempt does not run on dropped"
+                    );
+                    continue;
+                }
+            }
             answers.push(send(core, Op::Report(entry)).await?);
         }
         for answer in answers {

@@ -465,6 +465,9 @@ async fn a_lost_node_requeues_its_job_which_runs_on_another_node() {
     assert_eq!(controller.nodes()[a as usize].state, "down");
     let desired = desired_now(&controller, b).await.unwrap();
     assert_eq!(desired.attempts.iter().map(|l| (l.job, l.attempt)).collect::<Vec<_>>(), [(0, 2)]);
+    // A report about attempt 2 from node a, where it does not run, is ignored.
+    report(&controller, a, AgentEvent::Vanished { job: 0, attempt: 2 }).await;
+    assert_eq!(view(&controller, 0).status, JobStatus::Running);
     // Agent a comes back: its exit report for the old attempt is stale and ignored.
     let stale = AgentEvent::Exited { job: 0, attempt: 1, code: Some(1), signal: None, at_us: 0 };
     report(&controller, a, stale).await;
