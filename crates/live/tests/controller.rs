@@ -664,3 +664,28 @@ async fn the_handle_and_its_futures_are_send() {
     });
     controller.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_long_poll_keeps_a_node_alive_and_a_restart_gives_one_timeout_of_grace() {
+    let scratch = Scratch::new("grace");
+    let setup = setup("1x1xA100-80GB", "fifo");
+    let timeout = Duration::from_millis(300);
+    let controller = Controller::start(scratch.config(setup.clone(), timeout)).await.unwrap();
+    let node = register(&controller, "host-a", 1, Vec::new()).await.node;
+    let version = desired_now(&controller, node).await.unwrap().version;
+    // Holding a poll for 1 s (over three timeouts) is not silence.
+    let held = controller.desired(DesiredQuery { node, after: version, wait_ms: 1000 }).await.unwrap();
+    assert_eq!(held.version, version);
+    assert_eq!(controller.nodes()[0].state, "up");
+    controller.shutdown().await;
+    drop(controller);
+
+    // After a restart the node is up (replayed) until one timeout passes without its agent.
+    let controller = Controller::start(scratch.config(setup, timeout)).await.unwrap();
+    assert_eq!(controller.nodes()[0].state, "up");
+    assert!(controller.nodes()[0].last_heartbeat_us.is_some());
+    eventually("the silent node to be lost", || controller.nodes()[0].state == "down").await;
+    let records = controller.db().read_all().await.unwrap();
+    assert!(matches!(records.last().unwrap().entry, cotenant_live::journal::Entry::NodeLost { node: 0 }));
+    controller.shutdown().await;
+}
