@@ -170,6 +170,9 @@ impl Controller {
     /// replays the journal into a fresh [`Live`] (timing it), and spawns the
     /// engine task, the heartbeat watchdog and the wakeup timer.
     pub async fn start(config: ControllerConfig) -> Result<Controller, ControllerError> {
+        // A setup that cannot build an engine (unknown policy, bad option) is
+        // refused before it is stored as the database's setup.
+        config.setup.engine()?;
         let db = Db::open(&config.db).await?;
         check_setup(&db, &config.db, &config.setup).await?;
         let epoch_text = db.meta_init("epoch_us", &now_us().to_string()).await?;

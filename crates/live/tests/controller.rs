@@ -408,6 +408,12 @@ async fn a_restart_replays_to_the_same_views_and_the_same_next_job_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_different_setup_on_restart_is_refused_naming_what_differs() {
     let scratch = Scratch::new("setup");
+    // A setup that cannot run is refused and not stored.
+    let err =
+        Controller::start(scratch.config(setup("1x2xA100-80GB", "no-such-policy"), Duration::from_secs(15)))
+            .await
+            .unwrap_err();
+    assert!(matches!(err, ControllerError::Setup(_)), "{err}");
     let controller =
         Controller::start(scratch.config(setup("1x2xA100-80GB", "fifo"), Duration::from_secs(15)))
             .await
