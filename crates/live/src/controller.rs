@@ -12,6 +12,15 @@
 //!   only: after a restart every node that was up gets one timeout of grace;
 //! - the **wakeup timer**: `Entry::Wakeup` when the policy's timer passes.
 //!
+//! Failure semantics: an entry is answered only after its transaction commits,
+//! so every answered request survives kill -9. If the journal cannot be written
+//! the process exits (status 70) and a restart replays what was committed. The
+//! commands of a batch are recorded in a second transaction after it is applied:
+//! a crash between the two leaves the last batch's entries without recorded
+//! commands (a replay check should treat a missing tail as unrecorded, not as a
+//! mismatch). Agents' `Started` reports are not journaled: after a restart,
+//! `started_us` and the `running` event of current attempts are unknown.
+//!
 //! Reads (`job`, `list_jobs`, `queue`, ...) lock the shared state briefly and
 //! never wait on the engine task's channel. The state is behind a `Mutex`, not
 //! an `RwLock`: the engine's policy is `Send` but not `Sync`.
