@@ -12,6 +12,15 @@
 //!   only: after a restart every node that was up gets one timeout of grace;
 //! - the **wakeup timer**: `Entry::Wakeup` when the policy's timer passes.
 //!
+//! Failure semantics: an entry is answered only after its transaction commits,
+//! so every answered request survives kill -9. If the journal cannot be written
+//! the process exits (status 70) and a restart replays what was committed. The
+//! commands of a batch are recorded in a second transaction after it is applied:
+//! a crash between the two leaves the last batch's entries without recorded
+//! commands (a replay check should treat a missing tail as unrecorded, not as a
+//! mismatch). Agents' `Started` reports are not journaled: after a restart,
+//! `started_us` and the `running` event of current attempts are unknown.
+//!
 //! Reads (`job`, `list_jobs`, `queue`, ...) lock the shared state briefly and
 //! never wait on the engine task's channel. The state is behind a `Mutex`, not
 //! an `RwLock`: the engine's policy is `Send` but not `Sync`.
@@ -170,6 +179,9 @@ impl Controller {
     /// replays the journal into a fresh [`Live`] (timing it), and spawns the
     /// engine task, the heartbeat watchdog and the wakeup timer.
     pub async fn start(config: ControllerConfig) -> Result<Controller, ControllerError> {
+        // A setup that cannot build an engine (unknown policy, bad option) is
+        // refused before it is stored as the database's setup.
+        config.setup.engine()?;
         let db = Db::open(&config.db).await?;
         check_setup(&db, &config.db, &config.setup).await?;
         let epoch_text = db.meta_init("epoch_us", &now_us().to_string()).await?;
@@ -447,6 +459,21 @@ impl Controller {
                 }
                 AgentEvent::Vanished { job, attempt } => Entry::Vanished { job, attempt },
             };
+            if let Entry::Exited { job, attempt, .. }
+            | Entry::LaunchFailed { job, attempt, .. }
+            | Entry::Vanished { job, attempt } = &entry
+            {
+                // Only a node the attempt runs on can say how it ended.
+                if !lock(&core.state).nodes_of(*job).contains(&node) {
+                    tracing::debug!(
+                        job,
+                        attempt,
+                        node,
+                        "report from a node the attempt does not run on dropped"
+                    );
+                    continue;
+                }
+            }
             answers.push(send(core, Op::Report(entry)).await?);
         }
         for answer in answers {

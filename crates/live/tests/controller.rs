@@ -284,7 +284,8 @@ async fn group_commit_gives_two_thousand_concurrent_submissions_dense_unique_ids
     let records = controller.db().read_all().await.unwrap();
     assert_eq!(records.len(), 2 + 2000);
     let times: BTreeSet<u64> = records.iter().skip(2).map(|r| r.at_us).collect();
-    assert!(times.len() < 2000, "{} distinct commit times for 2000 submissions", times.len());
+    // 2,000 requests queue at once: a handful of batches of up to 512 (5 here), not 2,000.
+    assert!(times.len() <= 200, "{} distinct commit times for 2000 submissions", times.len());
 
     // Paging through everything, and through one tenant, in (submitted_us, id) order.
     for tenant in [None, Some(tenants[1])] {
@@ -407,6 +408,12 @@ async fn a_restart_replays_to_the_same_views_and_the_same_next_job_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_different_setup_on_restart_is_refused_naming_what_differs() {
     let scratch = Scratch::new("setup");
+    // A setup that cannot run is refused and not stored.
+    let err =
+        Controller::start(scratch.config(setup("1x2xA100-80GB", "no-such-policy"), Duration::from_secs(15)))
+            .await
+            .unwrap_err();
+    assert!(matches!(err, ControllerError::Setup(_)), "{err}");
     let controller =
         Controller::start(scratch.config(setup("1x2xA100-80GB", "fifo"), Duration::from_secs(15)))
             .await
@@ -464,6 +471,9 @@ async fn a_lost_node_requeues_its_job_which_runs_on_another_node() {
     assert_eq!(controller.nodes()[a as usize].state, "down");
     let desired = desired_now(&controller, b).await.unwrap();
     assert_eq!(desired.attempts.iter().map(|l| (l.job, l.attempt)).collect::<Vec<_>>(), [(0, 2)]);
+    // A report about attempt 2 from node a, where it does not run, is ignored.
+    report(&controller, a, AgentEvent::Vanished { job: 0, attempt: 2 }).await;
+    assert_eq!(view(&controller, 0).status, JobStatus::Running);
     // Agent a comes back: its exit report for the old attempt is stale and ignored.
     let stale = AgentEvent::Exited { job: 0, attempt: 1, code: Some(1), signal: None, at_us: 0 };
     report(&controller, a, stale).await;
@@ -616,4 +626,207 @@ async fn calls_after_shutdown_are_refused() {
     controller.shutdown().await;
     let refusal = other.submit(alice, request(1, "x")).await.unwrap_err();
     assert!(refusal.to_string().contains("shutting down"), "{refusal}");
+}
+
+/// The http layer runs these in axum handlers: the handle and every future it
+/// returns must be `Send` (a lock guard held across an await would not be).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handle_and_its_futures_are_send() {
+    fn send<T: Send + 'static>(_: T) {}
+    fn shared<T: Send + Sync + 'static>(_: &T) {}
+    let scratch = Scratch::new("send");
+    let controller =
+        Controller::start(scratch.config(setup("1x1xA100-80GB", "fifo"), Duration::from_secs(15)))
+            .await
+            .unwrap();
+    shared(&controller);
+    let c = controller.clone();
+    send(async move {
+        let _ = c.submit(0, request(1, "x")).await;
+        let _ = c.cancel(0).await;
+        let _ = c
+            .register(Register {
+                name: "h".into(),
+                gpus: gpus("h", 1),
+                gpu_type: None,
+                running: vec![],
+                version: String::new(),
+            })
+            .await;
+        let _ = c.desired(DesiredQuery { node: 0, after: 0, wait_ms: 0 }).await;
+        let _ = c.report(Report { node: 0, events: vec![], gpu_stats: vec![] }).await;
+        let chunk =
+            LogChunk { node: 0, job: 0, attempt: 1, stream: "stdout".into(), offset: 0, data: String::new() };
+        let _ = c.log_chunk(chunk).await;
+        let _ = c
+            .add_tenant(TenantRequest {
+                name: "t".into(),
+                weight: 1.0,
+                quota: BTreeMap::new(),
+                unix_user: None,
+            })
+            .await;
+        c.shutdown().await;
+    });
+    controller.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_long_poll_keeps_a_node_alive_and_a_restart_gives_one_timeout_of_grace() {
+    let scratch = Scratch::new("grace");
+    let setup = setup("1x1xA100-80GB", "fifo");
+    let timeout = Duration::from_millis(300);
+    let controller = Controller::start(scratch.config(setup.clone(), timeout)).await.unwrap();
+    let node = register(&controller, "host-a", 1, Vec::new()).await.node;
+    let version = desired_now(&controller, node).await.unwrap().version;
+    // Holding a poll for 1 s (over three timeouts) is not silence.
+    let held = controller.desired(DesiredQuery { node, after: version, wait_ms: 1000 }).await.unwrap();
+    assert_eq!(held.version, version);
+    assert_eq!(controller.nodes()[0].state, "up");
+    controller.shutdown().await;
+    drop(controller);
+
+    // After a restart the node is up (replayed) until one timeout passes without its agent.
+    let controller = Controller::start(scratch.config(setup, timeout)).await.unwrap();
+    assert_eq!(controller.nodes()[0].state, "up");
+    assert!(controller.nodes()[0].last_heartbeat_us.is_some());
+    eventually("the silent node to be lost", || controller.nodes()[0].state == "down").await;
+    let records = controller.db().read_all().await.unwrap();
+    assert!(matches!(records.last().unwrap().entry, cotenant_live::journal::Entry::NodeLost { node: 0 }));
+    controller.shutdown().await;
+}
+
+/// A small deterministic generator (xorshift64*), so a failing seed replays.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
+    }
+}
+
+/// No GPU is in two desired sets, each running attempt is desired on exactly
+/// its nodes with its GPU count, and tenants hold what their running jobs hold.
+async fn assert_consistent(controller: &Controller, nodes: u32) {
+    let mut uuids = BTreeSet::new();
+    let mut desired: BTreeMap<(u32, u32), (u32, u32)> = BTreeMap::new();
+    for node in 0..nodes {
+        let Ok(set) = desired_now(controller, node).await else { continue };
+        for launch in set.attempts {
+            for uuid in &launch.gpu_uuids {
+                assert!(uuids.insert(uuid.clone()), "GPU {uuid} desired twice");
+            }
+            let slot = desired.entry((launch.job, launch.attempt)).or_default();
+            slot.0 += 1;
+            slot.1 += launch.gpu_uuids.len() as u32;
+        }
+    }
+    let (running, _) = controller.list_jobs(None, Some(JobStatus::Running), 0, u64::MAX, None, 1000);
+    let expected: BTreeMap<(u32, u32), (u32, u32)> =
+        running.iter().map(|j| ((j.id, j.attempt), (j.nodes.len() as u32, j.gpus))).collect();
+    assert_eq!(desired, expected);
+    let held: u32 = controller.tenants().iter().map(|t| t.gpus_held).sum();
+    assert_eq!(held, running.iter().map(|j| j.gpus).sum::<u32>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_random_operations_keep_gpus_single_booked_and_replay_exactly() {
+    const NODES: u32 = 3;
+    for seed in 1..=3u64 {
+        let scratch = Scratch::new("random");
+        let setup = setup("3x2xA100-80GB", "fifo");
+        let controller =
+            Controller::start(scratch.config(setup.clone(), Duration::from_secs(15))).await.unwrap();
+        let tenants = [tenant(&controller, "alice").await, tenant(&controller, "bob").await];
+        for host in 0..NODES {
+            register(&controller, &format!("host-{host}"), 2, Vec::new()).await;
+        }
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        for _step in 0..60 {
+            // A burst of concurrent calls: they may share one batch (group commit).
+            let mut burst = tokio::task::JoinSet::new();
+            for _ in 0..1 + rng.below(8) {
+                let c = controller.clone();
+                let jobs = c.list_jobs(None, None, 0, u64::MAX, None, 1000).0;
+                let pick = (!jobs.is_empty()).then(|| jobs[rng.below(jobs.len() as u64) as usize].clone());
+                let node = rng.below(u64::from(NODES)) as u32;
+                let choice = rng.below(6);
+                let gpus = 1 + rng.below(2) as u32;
+                let tenant = tenants[rng.below(2) as usize];
+                let code = rng.below(2) as i32;
+                burst.spawn(async move {
+                    match (choice, pick) {
+                        (0, _) | (_, None) => {
+                            c.submit(tenant, request(gpus, "x")).await.unwrap();
+                        }
+                        (1, Some(job)) => {
+                            let _ = c.cancel(job.id).await;
+                        }
+                        (2, Some(job)) => {
+                            // The job's own node reports its exit (maybe stale by now).
+                            let node =
+                                c.nodes().iter().position(|n| job.nodes.contains(&n.name)).unwrap_or(0);
+                            let exited = AgentEvent::Exited {
+                                job: job.id,
+                                attempt: job.attempt,
+                                code: Some(code),
+                                signal: None,
+                                at_us: 0,
+                            };
+                            report(&c, node as u32, exited).await;
+                        }
+                        (3, Some(job)) => {
+                            let started =
+                                AgentEvent::Started { job: job.id, attempt: job.attempt, pid: 1, at_us: 1 };
+                            report(&c, node, started).await;
+                        }
+                        (4, _) => {
+                            // The agent restarts and finds only some of its processes.
+                            let desired = desired_now(&c, node).await.unwrap();
+                            let running = desired
+                                .attempts
+                                .iter()
+                                .filter(|l| l.job % 2 == 0)
+                                .map(|l| RunningAttempt { job: l.job, attempt: l.attempt, pid: 1 })
+                                .collect();
+                            register(&c, &format!("host-{node}"), 2, running).await;
+                        }
+                        (_, Some(job)) => {
+                            let stale = AgentEvent::Vanished { job: job.id, attempt: job.attempt + 1 };
+                            report(&c, node, stale).await;
+                        }
+                    }
+                });
+            }
+            while let Some(result) = burst.join_next().await {
+                result.unwrap();
+            }
+            assert_consistent(&controller, NODES).await;
+        }
+        assert_replay_reproduces_commands(&controller, &setup).await;
+        // A restart rebuilds the same jobs (less what only the agents' Started
+        // reports said: the process start time and the "running" event).
+        let strip = |c: &Controller| {
+            let (jobs, _) = c.list_jobs(None, None, 0, u64::MAX, None, 1000);
+            jobs.into_iter()
+                .map(|mut j| {
+                    j.started_us = None;
+                    let events: Vec<_> =
+                        c.job_events(j.id).unwrap().into_iter().filter(|e| e.kind != "running").collect();
+                    (j, events)
+                })
+                .collect::<Vec<_>>()
+        };
+        let before = strip(&controller);
+        assert!(before.len() > 10, "seed {seed}: only {} jobs", before.len());
+        controller.shutdown().await;
+        drop(controller);
+        let controller = Controller::start(scratch.config(setup, Duration::from_secs(15))).await.unwrap();
+        assert_eq!(strip(&controller), before, "seed {seed}");
+        assert_consistent(&controller, NODES).await;
+        controller.shutdown().await;
+    }
 }

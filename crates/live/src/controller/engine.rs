@@ -345,3 +345,87 @@ fn claim_node(state: &super::state::State, claims: &mut Claims, node: u32) -> bo
     claims.jobs.extend(jobs);
     true
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::controller::state::State;
+    use crate::setup::{parse_nodes, ServerSetup};
+
+    fn state() -> State {
+        let setup = ServerSetup {
+            nodes: parse_nodes("2x1xA100-80GB").unwrap(),
+            policy: "fifo".into(),
+            options: BTreeMap::new(),
+            round_secs: None,
+            seed: 1,
+        };
+        let mut state = State::new(Live::new(setup, 0).unwrap(), 1);
+        let request = serde_json::from_value(serde_json::json!({ "command": ["x"] })).unwrap();
+        let entries = [
+            Entry::TenantAdded {
+                tenant: 0,
+                name: "a".into(),
+                weight: 1.0,
+                quota: BTreeMap::new(),
+                gpu_limit: None,
+                unix_user: None,
+            },
+            Entry::NodeJoined { node: 0, name: "h0".into(), gpu_uuids: vec![] },
+            Entry::Submitted { job: 0, tenant: 0, request },
+        ];
+        for (seq, entry) in entries.into_iter().enumerate() {
+            state.apply(&Record { seq: seq as u64 + 1, at_us: 10, entry });
+        }
+        state
+    }
+
+    fn accepted(plan: Plan) -> (Vec<Entry>, Answer) {
+        match plan {
+            Plan::Accept(entries, answer) => (entries, answer),
+            Plan::Answer(answer) => panic!("answered {answer:?}"),
+            Plan::Defer => panic!("deferred"),
+        }
+    }
+
+    #[test]
+    fn a_batch_ends_before_a_request_that_touches_what_it_already_touches() {
+        // Job 0 runs on node 0. Once a cancel of job 0 is in the batch, an exit
+        // report of job 0 and the loss of node 0 wait for the next batch
+        // (checked against the state after the cancel); submissions and a
+        // request about node 1 do not.
+        let state = state();
+        let mut claims = Claims { next_job: 1, next_tenant: 1, ..Claims::default() };
+        assert_eq!(accepted(plan(&state, &mut claims, &Op::Cancel { job: 0 }, 20)).1, Answer::Job(0));
+        let exited = Entry::Exited { job: 0, attempt: 1, code: Some(0), signal: None };
+        assert!(matches!(plan(&state, &mut claims, &Op::Report(exited), 20), Plan::Defer));
+        assert!(matches!(plan(&state, &mut claims, &Op::NodeLost { node: 0 }, 20), Plan::Defer));
+        let submit = Op::Submit { tenant: 0, request: state.live.job(0).unwrap().request.clone() };
+        assert_eq!(accepted(plan(&state, &mut claims, &submit, 20)).1, Answer::Job(1));
+        assert_eq!(accepted(plan(&state, &mut claims, &submit, 20)).1, Answer::Job(2));
+        let register = Op::Register {
+            name: "h1".into(),
+            gpu_type: "A100-80GB".into(),
+            gpu_uuids: vec!["GPU-1".into()],
+            running: BTreeSet::new(),
+        };
+        let (entries, answer) = accepted(plan(&state, &mut claims, &register, 20));
+        assert_eq!(answer, Answer::Node(1));
+        assert_eq!(
+            entries,
+            [Entry::NodeJoined { node: 1, name: "h1".into(), gpu_uuids: vec!["GPU-1".into()] }]
+        );
+        let tenant = Op::AddTenant {
+            name: "b".into(),
+            weight: 1.0,
+            quota: BTreeMap::new(),
+            gpu_limit: None,
+            unix_user: None,
+        };
+        assert_eq!(accepted(plan(&state, &mut claims, &tenant, 20)).1, Answer::Tenant(1));
+        assert!(matches!(plan(&state, &mut claims, &tenant, 20), Plan::Defer));
+        // A node that is already down is not lost again; nothing is journaled.
+        assert!(matches!(plan(&state, &mut claims, &Op::NodeLost { node: 1 }, 20), Plan::Answer(Ok(_))));
+    }
+}
