@@ -126,7 +126,7 @@ fn to_workload(history: &History, args: &WorkloadArgs) -> Result<Workload> {
         })
         .collect();
     notes.push(format!(
-        "time 0 is {} UTC (job ids are renumbered in arrival order; the server's ids and journal rows are in `cotenant jobs`)",
+        "time 0 is {} UTC; jobs are renumbered in arrival order (an error about a job names the journal row that submitted it)",
         cotenant_trace::wallclock::format_wall_clock(origin_us as i64)
     ));
     notes.push(

@@ -195,8 +195,9 @@ fn another_cluster_names_the_row_of_a_job_too_wide_or_drops_it() {
         )),
         "{err}"
     );
+    let csv = scratch.csv();
     let mut args = base.to_vec();
-    args.extend(["--drop-wide-jobs", "--jobs-csv", &scratch.csv()]);
+    args.extend(["--drop-wide-jobs", "--jobs-csv", &csv]);
     let out = cotenant(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     let jcts: Vec<(u32, f64)> = jobs_csv(&scratch.csv()).into_iter().map(|r| (r.0, r.4)).collect();
@@ -245,7 +246,7 @@ fn skipped_jobs_are_counted_with_their_reasons() {
     for line in [
         "note: skipped 1 rows: cancelled before it started (0.00 GPU-hours)",
         "note: skipped 1 rows: still pending when the journal ends (0.00 GPU-hours)",
-        "note: skipped 1 rows: still running when the journal ends (run time not known yet) (0.00 GPU-hours)",
+        "note: skipped 1 rows: still running when the journal ends (run time not known yet; GPU-hours up to its last row) (0.00 GPU-hours)",
         "note: 1 failed jobs kept with their run time until the failure",
     ] {
         assert!(text.contains(&format!("{line}\n")), "{line} not in {text}");

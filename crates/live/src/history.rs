@@ -107,7 +107,8 @@ impl HistoryJob {
 pub struct Skipped {
     pub reason: &'static str,
     pub jobs: u64,
-    /// GPU-hours the skipped jobs held (measured as for kept jobs).
+    /// GPU-hours the skipped jobs held (measured as for kept jobs; a job still
+    /// running, up to the journal's last row).
     pub gpu_hours: f64,
 }
 
@@ -266,6 +267,11 @@ pub async fn load(db: &str) -> Result<History, HistoryError> {
         }
         runs.follow(&live, record, &commands);
     }
+    // Attempts still running count up to the last record (for the skipped GPU-hours).
+    let open: Vec<u32> = runs.open.keys().copied().collect();
+    for job in open {
+        runs.close(&live, job, live.last_at_us());
+    }
     Ok(assemble(db, &opened, &live, &runs, warnings))
 }
 
@@ -362,7 +368,8 @@ const SKIP_LOST: &str = "lost (its process vanished without an exit status: run 
 const SKIP_LAUNCH_FAILED: &str = "failed to launch (no process ran)";
 const SKIP_NEVER_RAN: &str = "failed without running (ended by the engine before it started)";
 const SKIP_PENDING: &str = "still pending when the journal ends";
-const SKIP_RUNNING: &str = "still running when the journal ends (run time not known yet)";
+const SKIP_RUNNING: &str =
+    "still running when the journal ends (run time not known yet; GPU-hours up to its last row)";
 /// Reasons in the order [`History::skipped`] lists them.
 const SKIP_ORDER: [&str; 7] = [
     SKIP_CANCELLED_WAITING,

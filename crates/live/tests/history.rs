@@ -185,7 +185,7 @@ async fn a_requeued_job_needs_the_sum_of_its_attempts() {
 /// | 21    | job 2 cancelled                    | cancelled after it ran (10 GPU-s)         |
 /// | 31    | job 3 vanishes                     | lost (20 GPU-s)                           |
 /// | 32-33 | job 4 (1 GPU), launch fails        | failed to launch                          |
-/// | 40    | job 5 (2 GPUs)                     | still running at the end                  |
+/// | 40    | job 5 (2 GPUs)                     | still running at the end (to 42 s: 4 GPU-s)|
 /// | 41    | job 6 (1 GPU)                      | still pending at the end                  |
 /// | 42    | job 7 (3 GPUs: wider than the cluster) | the engine ends it: never ran         |
 fn every_ending() -> Journal {
@@ -236,7 +236,11 @@ async fn every_job_that_did_not_complete_is_kept_or_counted_with_its_reason() {
             ("failed to launch (no process ran)", 1, 1.0),
             ("failed without running (ended by the engine before it started)", 1, 0.0),
             ("still pending when the journal ends", 1, 0.0),
-            ("still running when the journal ends (run time not known yet)", 1, 0.0),
+            (
+                "still running when the journal ends (run time not known yet; GPU-hours up to its last row)",
+                1,
+                4.0
+            ),
         ]
     );
     assert_eq!(h.skipped_total(), 7);
