@@ -384,3 +384,118 @@ async fn a_missing_database_is_an_error_and_reading_does_not_create_it() {
     assert!(history::replay_check(&db.path()).await.is_err());
     assert!(!db.0.exists());
 }
+
+/// One step of a random cluster's life, turned into a journal entry only if the
+/// live server would accept it (`Live::check`), as the controller does.
+#[derive(Clone, Debug)]
+enum Op {
+    Submit { tenant: u32, gpus: u32 },
+    Exit { pick: usize, code: i32 },
+    Cancel { pick: usize },
+    Vanish { pick: usize },
+    NodeLost { node: u32 },
+    NodeJoined { node: u32 },
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = (u64, Op)> {
+    use proptest::prelude::*;
+    let op = prop_oneof![
+        4 => (0..2u32, 1..=4u32).prop_map(|(tenant, gpus)| Op::Submit { tenant, gpus }),
+        4 => (any::<usize>(), prop_oneof![3 => Just(0), 1 => Just(1)]).prop_map(|(pick, code)| Op::Exit { pick, code }),
+        1 => any::<usize>().prop_map(|pick| Op::Cancel { pick }),
+        1 => any::<usize>().prop_map(|pick| Op::Vanish { pick }),
+        1 => (0..2u32).prop_map(|node| Op::NodeLost { node }),
+        2 => (0..2u32).prop_map(|node| Op::NodeJoined { node }),
+    ];
+    (0..5_000_000u64, op)
+}
+
+/// Builds a valid journal from `ops` on two 2-GPU nodes, returning it and the
+/// `Live` that applied it.
+fn random_journal(ops: &[(u64, Op)]) -> (Vec<Record>, cotenant_live::setup::Live) {
+    let mut live = cotenant_live::setup::Live::new(setup("2x2xA100-80GB"), EPOCH_US).unwrap();
+    let mut records = Vec::new();
+    let mut at_us = EPOCH_US;
+    let mut push = |live: &mut cotenant_live::setup::Live, at_us: u64, entry: Entry| {
+        if live.check(&entry).is_ok() {
+            let record = Record { seq: records.len() as u64 + 1, at_us, entry };
+            live.apply(&record);
+            records.push(record);
+        }
+    };
+    for name in ["a", "b"] {
+        let tenant = live.tenants().len() as u32;
+        let entry = Entry::TenantAdded {
+            tenant,
+            name: name.into(),
+            weight: 1.0 + f64::from(tenant),
+            quota: BTreeMap::new(),
+            gpu_limit: None,
+            unix_user: None,
+        };
+        push(&mut live, at_us, entry);
+    }
+    for (step_us, op) in ops {
+        at_us += step_us;
+        let running: Vec<(u32, u32)> = live
+            .jobs()
+            .iter()
+            .filter(|j| j.status == JobStatus::Running)
+            .map(|j| (j.id, j.attempt))
+            .collect();
+        let pick = |i: usize| running.get(i % running.len().max(1)).copied();
+        let entry = match *op {
+            Op::Submit { tenant, gpus } => {
+                Some(Entry::Submitted { job: live.jobs().len() as u32, tenant, request: request(gpus, None) })
+            }
+            Op::Exit { pick: i, code } => {
+                pick(i).map(|(job, attempt)| Entry::Exited { job, attempt, code: Some(code), signal: None })
+            }
+            Op::Cancel { pick: i } => {
+                (!live.jobs().is_empty()).then(|| Entry::Cancelled { job: (i % live.jobs().len()) as u32 })
+            }
+            Op::Vanish { pick: i } => pick(i).map(|(job, attempt)| Entry::Vanished { job, attempt }),
+            Op::NodeLost { node } => live.nodes()[node as usize].up.then_some(Entry::NodeLost { node }),
+            Op::NodeJoined { node } => (!live.nodes()[node as usize].up).then(|| Entry::NodeJoined {
+                node,
+                name: format!("host-{node}"),
+                gpu_uuids: Vec::new(),
+            }),
+        };
+        if let Some(entry) = entry {
+            push(&mut live, at_us, entry);
+        }
+    }
+    (records, live)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// On any journal the controller could write: every submission is kept or
+    /// counted as skipped; a kept job's run time times its GPUs is the GPU time
+    /// `Live` accounts for it (an independent sum over its attempts); arrivals are
+    /// sorted from 0; and the replay reproduces every recorded command.
+    #[test]
+    fn any_valid_journal_accounts_for_every_job_and_replays_exactly(ops in proptest::collection::vec(op(), 1..60)) {
+        let (records, live) = random_journal(&ops);
+        let db = TempDb::new("prop");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (h, report) = runtime.block_on(async {
+            history::record(&db.path(), &setup("2x2xA100-80GB"), EPOCH_US, &records).await.unwrap();
+            (history::load(&db.path()).await.unwrap(), history::replay_check(&db.path()).await.unwrap())
+        });
+        let submitted = live.jobs().len() as u64;
+        proptest::prop_assert_eq!(h.jobs.len() as u64 + h.skipped_total(), submitted);
+        for job in &h.jobs {
+            proptest::prop_assert_eq!(job.run_us * u64::from(job.gpus), live.gpu_us(job.id, live.last_at_us()));
+            let status = live.job(job.id).unwrap().status;
+            proptest::prop_assert!(status == JobStatus::Completed || status == JobStatus::Failed);
+        }
+        proptest::prop_assert!(h.jobs.windows(2).all(|w| w[0].arrival_us <= w[1].arrival_us));
+        proptest::prop_assert!(h.jobs.first().is_none_or(|j| j.arrival_us == 0) || h.skipped_total() > 0);
+        proptest::prop_assert!(h.warnings.is_empty(), "{:?}", h.warnings);
+        proptest::prop_assert!(report.ok(), "{:?}", report.mismatches);
+        proptest::prop_assert_eq!(report.entries, records.len() as u64);
+    }
+}
