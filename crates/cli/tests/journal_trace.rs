@@ -176,6 +176,20 @@ fn fifo_on_the_declared_cluster_gives_the_hand_computed_jcts() {
     );
 }
 
+/// `--from 10` keeps jobs 1 and 2 (arrivals 10 and 15 s), rebased to 0 and 5 s:
+/// on 2 free GPUs both start at once, JCTs 30 and 40 s.
+#[test]
+fn a_time_window_keeps_and_rebases_the_jobs_in_it() {
+    let scratch = Scratch::new("window");
+    record(&scratch.db(), three_jobs());
+    let (trace, csv) = (format!("journal:{}", scratch.db()), scratch.csv());
+    let out = cotenant(&["sim", "--trace", &trace, "--policy", "fifo", "--from", "10", "--jobs-csv", &csv]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("note: time window kept 2 of 3 jobs\n"), "{}", stdout(&out));
+    let rows: Vec<(String, f64, f64)> = jobs_csv(&csv).into_iter().map(|r| (r.1, r.2, r.4)).collect();
+    assert_eq!(rows, [("bob".to_string(), 0.0, 30.0), ("alice".to_string(), 5.0, 40.0)]);
+}
+
 /// On one GPU job 0 (2 GPUs) cannot run: an error naming the journal row that
 /// submitted it (row 4), or with --drop-wide-jobs: job 1 runs 10-40 s (JCT 30),
 /// job 2 waits until 40 s and ends at 80 s (JCT 65).
