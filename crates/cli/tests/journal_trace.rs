@@ -96,11 +96,11 @@ fn record(db: &str, rows: Vec<(u64, Entry)>) {
     block_on(history::record(db, &setup, EPOCH_US, &records)).unwrap();
 }
 
-/// One node of 2 GPUs under FIFO (rows 1-9):
+/// One node of 2 GPUs under FIFO (rows 1-10):
 ///
 /// | t (s) | row                                   | live engine               |
 /// |-------|---------------------------------------|---------------------------|
-/// | 0     | tenants alice (weight 1), bob (2)     |                           |
+/// | 0     | tenants alice (weight 1), bob (2), carol (4, no jobs) |           |
 /// | 1     | node 0 joins                          |                           |
 /// | 10    | job 0: alice, 2 GPUs, estimate 100 s  | starts (both GPUs)        |
 /// | 20    | job 1: bob, 1 GPU                     | waits                     |
@@ -114,6 +114,7 @@ fn three_jobs() -> Vec<(u64, Entry)> {
     vec![
         (0, tenant(0, "alice", 1.0)),
         (0, tenant(1, "bob", 2.0)),
+        (0, tenant(2, "carol", 4.0)),
         (1, Entry::NodeJoined { node: 0, name: "host-a".into(), gpu_uuids: Vec::new() }),
         (10, submit(0, 0, 2, Some(100.0))),
         (20, submit(1, 1, 1, None)),
@@ -157,7 +158,7 @@ fn fifo_on_the_declared_cluster_gives_the_hand_computed_jcts() {
     let out = cotenant(&["sim", "--trace", &trace, "--policy", "fifo", "--jobs-csv", &scratch.csv()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("(3 jobs, 2 tenants"), "{text}");
+    assert!(text.contains("(3 jobs, 3 tenants"), "{text}");
     assert!(
         text.contains(
             "cluster:  declared by the server that wrote the journal (--nodes 1x2xA100-80GB): 1 nodes, 2 GPUs; --cluster overrides"
@@ -176,6 +177,23 @@ fn fifo_on_the_declared_cluster_gives_the_hand_computed_jcts() {
     );
 }
 
+/// Every tenant the journal added comes along with its weight (carol has no
+/// job), so fair-share policies see the tenants the live server had; policies
+/// that preempt run on the history too.
+#[test]
+fn tenants_come_along_and_other_policies_run_on_the_history() {
+    let scratch = Scratch::new("tenants");
+    record(&scratch.db(), three_jobs());
+    let trace = format!("journal:{}", scratch.db());
+    let out = cotenant(&["sim", "--trace", &trace, "--policy", "fair-share,las,tiresias", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["workload"]["tenants"], 3);
+    assert_eq!(json["workload"]["cluster_gpus"], 2);
+    assert_eq!(json["healthy"], true);
+    assert_eq!(json["runs"].as_array().unwrap().len(), 3);
+}
+
 /// `--from 10` keeps jobs 1 and 2 (arrivals 10 and 15 s), rebased to 0 and 5 s:
 /// on 2 free GPUs both start at once, JCTs 30 and 40 s.
 #[test]
@@ -191,7 +209,7 @@ fn a_time_window_keeps_and_rebases_the_jobs_in_it() {
 }
 
 /// On one GPU job 0 (2 GPUs) cannot run: an error naming the journal row that
-/// submitted it (row 4), or with --drop-wide-jobs: job 1 runs 10-40 s (JCT 30),
+/// submitted it (row 5), or with --drop-wide-jobs: job 1 runs 10-40 s (JCT 30),
 /// job 2 waits until 40 s and ends at 80 s (JCT 65).
 #[test]
 fn another_cluster_names_the_row_of_a_job_too_wide_or_drops_it() {
@@ -204,7 +222,7 @@ fn another_cluster_names_the_row_of_a_job_too_wide_or_drops_it() {
     let err = stderr(&out);
     assert!(
         err.contains(&format!(
-            "{} (server journal) line 4, field gpus: job asks for 2 GPUs but the cluster has 1",
+            "{} (server journal) line 5, field gpus: job asks for 2 GPUs but the cluster has 1",
             scratch.db()
         )),
         "{err}"
@@ -218,7 +236,7 @@ fn another_cluster_names_the_row_of_a_job_too_wide_or_drops_it() {
     assert_eq!(jcts, [(0, 30.0), (1, 65.0)]);
 }
 
-/// After the three jobs (both GPUs free at 110 s), rows 10-18:
+/// After the three jobs (both GPUs free at 110 s), rows 11-18:
 ///
 /// | t (s)   | row                        | outcome                               |
 /// |---------|----------------------------|---------------------------------------|
@@ -256,7 +274,7 @@ fn skipped_jobs_are_counted_with_their_reasons() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("(5 jobs, 2 tenants"), "{text}");
+    assert!(text.contains("(5 jobs, 3 tenants"), "{text}");
     for line in [
         "note: skipped 1 rows: cancelled before it started (0.00 GPU-hours)",
         "note: skipped 1 rows: still pending when the journal ends (0.00 GPU-hours)",
@@ -276,26 +294,26 @@ fn replay_check_passes_on_a_faithful_journal_and_names_a_tampered_row() {
     let out = cotenant(&["replay-check", "--db", &scratch.db()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    // Commands: row 4 starts job 0, row 7 starts jobs 1 and 2.
-    assert!(text.starts_with("replayed 9 journal entries in "), "{text}");
+    // Commands: row 5 starts job 0, row 8 starts jobs 1 and 2.
+    assert!(text.starts_with("replayed 10 journal entries in "), "{text}");
     assert!(text.contains("; compared 3 commands with the recorded ones\nok: "), "{text}");
 
-    // A forged command beside row 5 (job 1 waits: the engine answered nothing).
+    // A forged command beside row 6 (job 1 waits: the engine answered nothing).
     block_on(async {
         let db = Db::open(&scratch.db()).await.unwrap();
-        db.record_commands(&[(5, vec!["Start { job: JobId(1), gpus: [GpuId(0)] }".into()])]).await.unwrap();
+        db.record_commands(&[(6, vec!["Start { job: JobId(1), gpus: [GpuId(0)] }".into()])]).await.unwrap();
         db.close().await;
     });
     let out = cotenant(&["replay-check", "--db", &scratch.db()]);
     assert!(!out.status.success());
     let text = stdout(&out);
     assert!(
-        text.contains("mismatch: seq 5 command 0: recorded Start { job: JobId(1), gpus: [GpuId(0)] }, replay gave (none)\n"),
+        text.contains("mismatch: seq 6 command 0: recorded Start { job: JobId(1), gpus: [GpuId(0)] }, replay gave (none)\n"),
         "{text}"
     );
     let err = stderr(&out);
     assert!(
-        err.contains("1 of 4 commands differ from the recorded ones, the first at journal row 5"),
+        err.contains("1 of 4 commands differ from the recorded ones, the first at journal row 6"),
         "{err}"
     );
 }
