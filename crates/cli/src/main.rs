@@ -7,8 +7,10 @@ mod analyze_cmd;
 mod bench_cmd;
 mod calibrate_cmd;
 mod interference;
+mod journal_trace;
 mod mig_args;
 mod progress;
+mod replay_check_cmd;
 mod report_cmd;
 mod serve_cmd;
 mod sim_cmd;
@@ -70,6 +72,8 @@ enum Command {
     /// Compare the serving roofline with measured kernel and NCCL times (Vidur's profiles), per
     /// operator, layer, iteration and collective, before and after fitting per-GPU parameters.
     Calibrate(calibrate_cmd::CalibrateArgs),
+    /// Replay a server's journal into a fresh engine and check it issues exactly the recorded commands.
+    ReplayCheck(replay_check_cmd::ReplayCheckArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -93,6 +97,7 @@ fn main() -> std::process::ExitCode {
         Command::Plan { what: PlanCommand::Serve(args) } => serve_cmd::run_plan_serve(*args),
         Command::Analyze(args) => analyze_cmd::run(*args),
         Command::Calibrate(args) => calibrate_cmd::run(&args),
+        Command::ReplayCheck(args) => replay_check_cmd::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

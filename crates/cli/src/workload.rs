@@ -19,7 +19,8 @@ const GPUS_PER_NODE: u32 = 8;
 /// Flags that choose the workload and the cluster.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkloadArgs {
-    /// Trace to replay, as KIND:PATH. Kinds: philly, itp, gavel, pollux, tiresias, openb, sacct, kubectl.
+    /// Trace to replay, as KIND:PATH. Kinds: philly, itp, gavel, pollux, tiresias, openb, sacct, kubectl,
+    /// and journal (a `cotenant server` database: its recorded jobs, cluster and tenants).
     /// Plain or .gz files. Without --trace and --synthetic: the bundled Philly trace,
     /// sliced to the week 2017-11-06..2017-11-13 (6,391 jobs) unless --all or a slice is given.
     #[arg(long, value_name = "KIND:PATH")]
@@ -97,6 +98,11 @@ pub fn prepare(args: &WorkloadArgs) -> Result<Prepared> {
             let config = parse_cluster_arg(spec)?;
             (config.cluster, config.tenants, format!("--cluster {spec}"))
         }
+        None if crate::journal_trace::database(args).is_some() => {
+            let (spec, rule) =
+                crate::journal_trace::declared_cluster(crate::journal_trace::database(args).unwrap_or(""))?;
+            (spec, Vec::new(), rule)
+        }
         None => {
             if kind == Some(TraceKind::Gavel) {
                 bail!("gavel traces measure work in steps, not seconds: give --cluster (for example v100=2,k80=4)");
@@ -138,6 +144,9 @@ fn load(args: &WorkloadArgs) -> Result<(Workload, Option<TraceKind>, Option<Path
         }
         let spec = SyntheticSpec::parse(spec)?;
         return Ok((generate(&spec), None, None));
+    }
+    if let Some(db) = crate::journal_trace::database(args) {
+        return Ok((crate::journal_trace::workload(db, args)?, None, None));
     }
     let (kind, path, default_week) = match &args.trace {
         Some(arg) => {
