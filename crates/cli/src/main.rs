@@ -7,6 +7,7 @@ mod analyze_cmd;
 mod bench_cmd;
 mod calibrate_cmd;
 mod interference;
+mod live_cmd;
 mod mig_args;
 mod progress;
 mod report_cmd;
@@ -70,6 +71,9 @@ enum Command {
     /// Compare the serving roofline with measured kernel and NCCL times (Vidur's profiles), per
     /// operator, layer, iteration and collective, before and after fitting per-GPU parameters.
     Calibrate(calibrate_cmd::CalibrateArgs),
+    /// The live face: server, agent, up and the client commands (submit, jobs, show, ...).
+    #[command(flatten)]
+    Live(live_cmd::LiveCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -93,6 +97,7 @@ fn main() -> std::process::ExitCode {
         Command::Plan { what: PlanCommand::Serve(args) } => serve_cmd::run_plan_serve(*args),
         Command::Analyze(args) => analyze_cmd::run(*args),
         Command::Calibrate(args) => calibrate_cmd::run(&args),
+        Command::Live(command) => live_cmd::run(command),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
