@@ -10,12 +10,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{ArgGroup, Args, Subcommand};
 use cotenant_live::api::{
     JobQuery, JobStatus, LogQuery, Scope, SubmitRequest, TenantRequest, TokenRequest, UsageQuery, MAX_PAGE,
 };
-use cotenant_live::client::{Client, ClientError};
+use cotenant_live::client::Client;
 use cotenant_live::setup::NodeDecl;
 
 #[path = "live/daemon.rs"]
@@ -467,23 +467,23 @@ async fn dispatch(command: LiveCommand) -> Result<()> {
         LiveCommand::Cancel(args) => cancel(args).await,
         LiveCommand::Logs(args) => logs(args).await,
         LiveCommand::Nodes(args) => {
-            let nodes = client(&args.connection)?.nodes().await.map_err(refused)?;
+            let nodes = client(&args.connection)?.nodes().await?;
             print(args.json, &nodes, || render::nodes_table(&nodes, now_us()))
         }
         LiveCommand::Queue(args) => {
-            let queue = client(&args.connection)?.queue().await.map_err(refused)?;
+            let queue = client(&args.connection)?.queue().await?;
             print(args.json, &queue, || render::queue_table(&queue, now_us()))
         }
         LiveCommand::Usage(args) => {
             let query = UsageQuery { since: args.since, until: args.until };
-            let rows = client(&args.connection)?.usage(&query).await.map_err(refused)?;
+            let rows = client(&args.connection)?.usage(&query).await?;
             print(args.json, &rows, || render::usage_table(&rows))
         }
         LiveCommand::Admin { what: AdminCommand::Tenant { what: TenantCommand::Add(args) } } => {
             tenant_add(args).await
         }
         LiveCommand::Admin { what: AdminCommand::Tenant { what: TenantCommand::List(args) } } => {
-            let tenants = client(&args.connection)?.tenants().await.map_err(refused)?;
+            let tenants = client(&args.connection)?.tenants().await?;
             print(args.json, &tenants, || render::tenants_table(&tenants))
         }
         LiveCommand::Admin { what: AdminCommand::Token { what: TokenCommand::Add(args) } } => {
@@ -494,15 +494,6 @@ async fn dispatch(command: LiveCommand) -> Result<()> {
 
 fn client(connection: &Connection) -> Result<Client> {
     Ok(Client::from_env_or(connection.server.as_deref(), connection.token.clone())?)
-}
-
-/// A client error as the command's error; a 401 without any token says how to give one.
-fn refused(error: ClientError) -> anyhow::Error {
-    let no_token = std::env::var(cotenant_live::client::TOKEN_ENV).is_err();
-    match error.status() {
-        Some(401) if no_token => anyhow!("{error} (no token given: set COTENANT_TOKEN or pass --token)"),
-        _ => anyhow!(error),
-    }
 }
 
 /// JSON (pretty, one document) or the table `human` renders.
@@ -532,7 +523,7 @@ pub fn submit_request(args: &SubmitArgs) -> SubmitRequest {
 }
 
 async fn submit(args: SubmitArgs) -> Result<()> {
-    let job = client(&args.connection)?.submit(&submit_request(&args)).await.map_err(refused)?;
+    let job = client(&args.connection)?.submit(&submit_request(&args)).await?;
     print(args.json, &job, || {
         let mut line = format!("submitted job {} ({})", job.id, render::status(&job));
         if let Some(reason) = job.reason.as_deref().filter(|r| !r.is_empty()) {
@@ -556,7 +547,7 @@ async fn jobs(args: JobsArgs) -> Result<()> {
     let mut jobs = Vec::new();
     let more = loop {
         query.limit = Some((wanted - jobs.len()).min(MAX_PAGE as usize) as u32);
-        let page = client.jobs(&query).await.map_err(refused)?;
+        let page = client.jobs(&query).await?;
         let empty = page.items.is_empty();
         jobs.extend(page.items);
         match page.next {
@@ -575,16 +566,16 @@ async fn jobs(args: JobsArgs) -> Result<()> {
 
 async fn show(args: JobArgs) -> Result<()> {
     let client = client(&args.connection)?;
-    let job = client.job(args.id).await.map_err(refused)?;
+    let job = client.job(args.id).await?;
     if args.json {
         return print(true, &job, String::new);
     }
-    let events = client.events(args.id).await.map_err(refused)?;
+    let events = client.events(args.id).await?;
     print(false, &job, || render::job_details(&job, &events, now_us()))
 }
 
 async fn cancel(args: JobArgs) -> Result<()> {
-    let job = client(&args.connection)?.cancel(args.id).await.map_err(refused)?;
+    let job = client(&args.connection)?.cancel(args.id).await?;
     print(args.json, &job, || format!("job {}: {}\n", job.id, render::status(&job)))
 }
 
@@ -605,8 +596,7 @@ async fn logs(args: LogsArgs) -> Result<()> {
                 }
             }
         })
-        .await
-        .map_err(refused)?;
+        .await?;
     match write_error {
         Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Some(e) => Err(e).context("writing the log to stdout"),
@@ -624,7 +614,7 @@ async fn tenant_add(args: TenantAddArgs) -> Result<()> {
         quota: args.quota.iter().cloned().collect(),
         unix_user: args.unix_user.clone(),
     };
-    let created = client(&args.connection)?.add_tenant(&request).await.map_err(refused)?;
+    let created = client(&args.connection)?.add_tenant(&request).await?;
     print(args.json, &created, || {
         format!(
             "tenant '{}' added (id {}). Its token, shown once:\n\n  export COTENANT_TOKEN={}\n",
@@ -640,7 +630,7 @@ async fn token_add(args: TokenAddArgs) -> Result<()> {
         (None, false) => Scope::Admin,
     };
     let request = TokenRequest { scope, tenant: args.tenant.clone() };
-    let created = client(&args.connection)?.create_token(&request).await.map_err(refused)?;
+    let created = client(&args.connection)?.create_token(&request).await?;
     print(args.json, &created, || {
         let whose = match &created.tenant {
             Some(tenant) => format!("tenant '{tenant}'"),

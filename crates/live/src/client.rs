@@ -208,7 +208,11 @@ impl Client {
             return Ok(response);
         }
         let body = response.bytes().await.unwrap_or_default();
-        Err(ClientError::Api { status: status.as_u16(), error: api_error(status.as_u16(), &body) })
+        let mut error = api_error(status.as_u16(), &body);
+        if status == reqwest::StatusCode::UNAUTHORIZED && self.token.is_none() {
+            error.message.push_str(&format!(" (no token was sent: set {TOKEN_ENV} or pass --token)"));
+        }
+        Err(ClientError::Api { status: status.as_u16(), error })
     }
 
     /// A request that got no answer: names the server and where its URL came from.
@@ -437,7 +441,11 @@ mod tests {
 
         let anonymous = Client::new(&server, None).expect("client");
         let error = anonymous.submit(&req).await.expect_err("no token");
-        assert_eq!(error.to_string(), "server refused (401 unauthorized): missing or unknown token");
+        assert_eq!(
+            error.to_string(),
+            "server refused (401 unauthorized): missing or unknown token \
+             (no token was sent: set COTENANT_TOKEN or pass --token)"
+        );
     }
 
     #[tokio::test]
