@@ -357,6 +357,26 @@ fn server_and_agent_run_two_tenants_jobs_end_to_end() {
     let shown = cotenant(&url, Some(alpha), &["show", &three.to_string()]);
     assert!(text(&shown.stdout).contains("failed (exit 3)"), "{}", text(&shown.stdout));
 
+    // logs -f follows a running job's output until it ends.
+    let ticking = submit(&["sh", "-c", "echo a; sleep 1; echo b"]);
+    let followed = cotenant(&url, Some(alpha), &["logs", "-f", &ticking.to_string()]);
+    assert!(followed.status.success(), "{followed:?}");
+    assert_eq!(text(&followed.stdout), "a\nb\n");
+
+    // Cancelling a running job stops it.
+    let sleeper = submit(&["sleep", "600"]);
+    wait_for(&mut processes, &dir, "the sleeper to run", Duration::from_secs(60), || {
+        let job = json_of(&cotenant(&url, Some(alpha), &["show", &sleeper.to_string(), "--json"]))?;
+        (job["status"] == "running").then_some(())
+    });
+    let cancel = cotenant(&url, Some(alpha), &["cancel", &sleeper.to_string()]);
+    assert!(cancel.status.success(), "{cancel:?}");
+    let cancelled =
+        wait_for(&mut processes, &dir, "the sleeper to end", Duration::from_secs(60), || ended(sleeper));
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    let queue = cotenant(&url, Some(alpha), &["queue"]);
+    assert_eq!(text(&queue.stdout), "POS  JOB  TENANT  GPUS  WAITING  REASON\n");
+
     // Tenant isolation: beta neither sees nor touches alpha's jobs.
     for args in [vec!["show", "x"], vec!["cancel", "x"], vec!["logs", "x"]] {
         let args: Vec<String> =
@@ -373,7 +393,7 @@ fn server_and_agent_run_two_tenants_jobs_end_to_end() {
     let seen_by_beta = json_of(&cotenant(&url, Some(beta), &["jobs", "--json"])).expect("beta's jobs");
     assert_eq!(seen_by_beta, json!([]));
     let seen_by_alpha = json_of(&cotenant(&url, Some(alpha), &["jobs", "--json"])).expect("alpha's jobs");
-    assert_eq!(seen_by_alpha.as_array().map(Vec::len), Some(2));
+    assert_eq!(seen_by_alpha.as_array().map(Vec::len), Some(4));
     let everyone = cotenant(&url, Some(&admin), &["jobs", "--all-tenants"]);
     assert!(text(&everyone.stdout).starts_with("ID  TENANT"), "{}", text(&everyone.stdout));
 
