@@ -336,25 +336,12 @@ mod tests {
     }
 
     fn view(id: u32) -> JobView {
-        JobView {
-            id,
-            tenant: "a".into(),
-            name: None,
-            status: api::JobStatus::Pending,
-            command: vec!["true".into()],
-            gpus: 1,
-            gpu_type: None,
-            submitted_us: 1,
-            decided_us: None,
-            started_us: None,
-            ended_us: None,
-            attempt: 0,
-            nodes: vec![],
-            gpu_uuids: vec![],
-            exit_code: None,
-            reason: None,
-            preemptions: 0,
-        }
+        let view = serde_json::json!({
+            "id": id, "tenant": "a", "name": null, "status": "pending", "command": ["true"], "gpus": 1,
+            "gpu_type": null, "submitted_us": 1, "decided_us": null, "started_us": null, "ended_us": null,
+            "attempt": 0, "nodes": [], "gpu_uuids": [], "exit_code": null, "reason": null, "preemptions": 0
+        });
+        serde_json::from_value(view).expect("a JobView")
     }
 
     /// A canned server: submit refuses with 409 unless authorized by `Bearer good`;
@@ -412,20 +399,8 @@ mod tests {
     async fn refusals_carry_the_servers_error_and_print_as_sentences() {
         let server = canned().await;
         let client = Client::new(&server, Some("good".into())).expect("client");
-        let mut req = SubmitRequest {
-            command: vec!["true".into()],
-            name: None,
-            env: Default::default(),
-            cwd: None,
-            gpus: 16,
-            gpu_type: None,
-            cpus: 0,
-            memory_gib: 0,
-            estimate_secs: None,
-            priority: 0,
-            checkpoint_signal: None,
-            grace_secs: None,
-        };
+        let mut req: SubmitRequest =
+            serde_json::from_value(serde_json::json!({"command": ["true"], "gpus": 16})).expect("request");
         let error = client.submit(&req).await.expect_err("too wide");
         assert_eq!(error.status(), Some(409));
         assert_eq!(
