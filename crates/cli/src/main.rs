@@ -8,6 +8,7 @@ mod bench_cmd;
 mod calibrate_cmd;
 mod interference;
 mod journal_trace;
+mod live_cmd;
 mod mig_args;
 mod progress;
 mod replay_check_cmd;
@@ -74,6 +75,9 @@ enum Command {
     Calibrate(calibrate_cmd::CalibrateArgs),
     /// Replay a server's journal into a fresh engine and check it issues exactly the recorded commands.
     ReplayCheck(replay_check_cmd::ReplayCheckArgs),
+    /// The live face: server, agent, up and the client commands (submit, jobs, show, ...).
+    #[command(flatten)]
+    Live(live_cmd::LiveCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -98,6 +102,7 @@ fn main() -> std::process::ExitCode {
         Command::Analyze(args) => analyze_cmd::run(*args),
         Command::Calibrate(args) => calibrate_cmd::run(&args),
         Command::ReplayCheck(args) => replay_check_cmd::run(&args),
+        Command::Live(command) => live_cmd::run(command),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
