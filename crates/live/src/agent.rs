@@ -175,6 +175,9 @@ pub async fn run(
     };
     poll_task.abort();
     outbox_task.abort();
+    // Returning means no task of this agent touches the state directory any more.
+    let _ = poll_task.await;
+    let _ = outbox_task.await;
     supervisor.detach();
     result
 }
