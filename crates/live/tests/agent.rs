@@ -602,33 +602,55 @@ async fn agent_stops_on_a_refused_token_and_an_absent_server_is_waited_for() {
     .await;
 }
 
-#[test]
-fn agent_nvml_either_finds_gpus_or_fails_with_a_clear_error() {
-    match Nvml::init() {
-        Ok(nvml) => {
-            let gpus = nvml.gpus().expect("NVML lists its GPUs");
-            assert!(!gpus.is_empty());
-            assert!(
-                gpus.iter().all(|gpu| gpu.uuid.starts_with("GPU-") || gpu.uuid.starts_with("MIG-")),
-                "{gpus:?}"
-            );
-        }
+/// Without a driver (this machine): NVML fails with an error that names the
+/// way out, and so does the agent. With one (a GPU machine): it lists the GPUs,
+/// and a job given the first one sees only that one (`nvidia-smi -L`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_nvml_finds_gpus_a_job_sees_only_its_own_or_fails_with_a_clear_error() {
+    let nvml = match Nvml::init() {
+        Ok(nvml) => nvml,
         Err(error) => {
             assert!(matches!(error, AgentError::Nvml(_)), "{error:?}");
             let message = error.to_string();
             assert!(message.contains("NVML") && message.contains("--fake-gpus"), "{message}");
+            let config =
+                AgentConfig::new("http://127.0.0.1:9", TOKEN, "n7", GpuSource::Nvml, std::env::temp_dir());
+            let result =
+                tokio::time::timeout(PATIENCE, agent::run(config, std::future::pending())).await.unwrap();
+            assert!(matches!(result, Err(AgentError::Nvml(_))), "{result:?}");
+            return;
         }
-    }
-}
-
-#[tokio::test]
-async fn agent_without_nvml_stops_with_that_error() {
-    if Nvml::init().is_ok() {
-        return; // a machine with a GPU: the other test checks what NVML finds
-    }
-    let config = AgentConfig::new("http://127.0.0.1:9", TOKEN, "n7", GpuSource::Nvml, std::env::temp_dir());
-    let result = tokio::time::timeout(PATIENCE, agent::run(config, std::future::pending())).await.unwrap();
-    assert!(matches!(result, Err(AgentError::Nvml(_))), "{result:?}");
+    };
+    let gpus = nvml.gpus().expect("NVML lists its GPUs");
+    assert!(!gpus.is_empty());
+    assert!(gpus.iter().all(|gpu| gpu.uuid.starts_with("GPU-") || gpu.uuid.starts_with("MIG-")), "{gpus:?}");
+    assert!(gpus.iter().all(|gpu| gpu.memory_mib > 0), "{gpus:?}");
+    assert_eq!(nvml.stats().len(), gpus.len());
+    bounded(async {
+        let scratch = Scratch::new("nvml");
+        let (mock, url, _server) = start_mock().await;
+        let config = AgentConfig {
+            poll_wait: Duration::from_millis(500),
+            ..AgentConfig::new(&url, TOKEN, "gpu-node", GpuSource::Nvml, scratch.dir.clone())
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(agent::run(config, async move {
+            let _ = stopped.await;
+        }));
+        let agent = Agent { stop: Some(stop), task };
+        wait_for("registration", || mock.registers().len() == 1).await;
+        assert_eq!(mock.registers()[0].gpus, gpus);
+        let mut job = launch(12, "", &[&gpus[0].uuid]);
+        job.command = vec!["nvidia-smi".to_string(), "-L".to_string()];
+        mock.set_desired(vec![job]);
+        wait_for("nvidia-smi exits", || mock.position(exited(12)).is_some()).await;
+        let listed = mock.log(12, 0, "stdout");
+        println!("nvidia-smi -L inside the job:\n{listed}");
+        assert_eq!(listed.lines().count(), 1, "{listed}");
+        assert!(listed.contains(&gpus[0].uuid), "{listed}");
+        agent.shutdown().await;
+    })
+    .await;
 }
 
 #[test]
