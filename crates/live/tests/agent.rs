@@ -332,7 +332,8 @@ async fn agent_runs_a_desired_attempt_runs_with_exactly_its_gpus_and_its_output_
         let mut job = launch(
             1,
             "echo $CUDA_VISIBLE_DEVICES; echo $NVIDIA_VISIBLE_DEVICES $COTENANT_JOB $COTENANT_ATTEMPT \
-             $COTENANT_NODE_RANK $COTENANT_NODE_COUNT $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE $MINE; pwd; exit 3",
+             $COTENANT_NODE_RANK $COTENANT_NODE_COUNT $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE $MINE; pwd; \
+             echo ${CARGO_MANIFEST_DIR:-clean}; exit 3",
             &["FAKE-n1-1", "FAKE-n1-0"],
         );
         job.env.insert("CUDA_VISIBLE_DEVICES".to_string(), "not-the-agents-choice".to_string());
@@ -355,8 +356,10 @@ async fn agent_runs_a_desired_attempt_runs_with_exactly_its_gpus_and_its_output_
             "{events:?}"
         );
         let work_dir = scratch.dir.join("work").join("1");
+        // The agent's own environment (cargo sets this one for tests) does not reach the job.
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
         let expected =
-            format!("FAKE-n1-1,FAKE-n1-0\nFAKE-n1-1,FAKE-n1-0 1 2 0 1 50 x\n{}\n", work_dir.display());
+            format!("FAKE-n1-1,FAKE-n1-0\nFAKE-n1-1,FAKE-n1-0 1 2 0 1 50 x\n{}\nclean\n", work_dir.display());
         assert_eq!(mock.log(1, 2, "stdout"), expected);
         // All the output was accepted before the exit report.
         let last_log = mock.seen().iter().rposition(|seen| matches!(seen, Seen::Log { job: 1, .. }));

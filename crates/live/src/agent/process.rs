@@ -12,6 +12,12 @@ use nix::unistd::{getpgid, Pid};
 
 use crate::agent_api::Launch;
 
+/// Variables of the agent's environment a job gets (then the job's own `env`,
+/// then the agent's [`agent_env`]); the user's identity ones are replaced when
+/// the job runs as another user.
+const INHERITED_ENV: &[&str] =
+    &["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "LD_LIBRARY_PATH", "HOME", "USER", "LOGNAME"];
+
 /// Environment variables the agent sets itself; a job's `env` cannot override them.
 pub(super) fn agent_env(launch: &Launch) -> BTreeMap<String, String> {
     let uuids = launch.gpu_uuids.join(",");
@@ -82,12 +88,15 @@ pub(super) fn spawn(spec: Spawn<'_>) -> Result<tokio::process::Child, String> {
         .stdin(Stdio::null())
         .stdout(Stdio::from(spec.stdout))
         .stderr(Stdio::from(spec.stderr));
-    command.envs(&launch.env);
-    command.envs(agent_env(launch));
+    // A clean environment: the agent's own (its token among it) is not the job's business.
+    command.env_clear();
+    command.envs(INHERITED_ENV.iter().filter_map(|name| Some((*name, std::env::var_os(name)?))));
     if let RunAs::User { name, uid, gid, home } = &spec.run_as {
         // std clears the supplementary groups when it changes the uid (setgroups(0)).
         command.uid(*uid).gid(*gid).env("USER", name).env("LOGNAME", name).env("HOME", home);
     }
+    command.envs(&launch.env);
+    command.envs(agent_env(launch));
     command.spawn().map_err(|error| format!("cannot start {program:?} in {}: {error}", spec.cwd.display()))
 }
 
