@@ -13,6 +13,19 @@
 //! exit reports the server may not have received, and never launches an attempt
 //! twice. Stopping the agent leaves its jobs running.
 //!
+//! A job starts from a clean environment: `PATH`, the locale, `TZ`, `TMPDIR`,
+//! `LD_LIBRARY_PATH` and the user's `HOME`/`USER`/`LOGNAME` from the agent's
+//! (the target user's when it runs as root and the tenant names one), then the
+//! job's `env`, then the agent's own variables, which the job cannot override:
+//! `CUDA_VISIBLE_DEVICES` and `NVIDIA_VISIBLE_DEVICES` (the assigned GPU UUIDs,
+//! comma-separated), `COTENANT_JOB`, `COTENANT_ATTEMPT`, `COTENANT_NODE_RANK`,
+//! `COTENANT_NODE_COUNT`, and `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` for MPS shares.
+//! Its working directory is the job's `cwd`, else `{state_dir}/work/{job}`.
+//!
+//! An attempt's end: when its process group leader exits, whatever is left of the
+//! group is SIGKILLed (as Slurm ends a step), and its GPUs are free for a waiting
+//! launch once the group is gone (or 10 s later, if something of it lingers).
+//!
 //! What it must never do: decide anything. The server's engine decides which
 //! attempt runs where; the agent only enacts the desired set and reports.
 
@@ -34,7 +47,7 @@ use crate::agent_api::{self, Desired, GpuStat, Register};
 pub use gpus::{FakeGpus, Nvml};
 
 /// How one agent runs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct AgentConfig {
     /// Base URL of the server: `http://127.0.0.1:8080`.
     pub server: String,
@@ -49,6 +62,20 @@ pub struct AgentConfig {
     pub state_dir: PathBuf,
     /// How long the server may hold a long-poll (stay under its heartbeat timeout).
     pub poll_wait: Duration,
+}
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("server", &self.server)
+            .field("token", &"(hidden)")
+            .field("name", &self.name)
+            .field("gpus", &self.gpus)
+            .field("gpu_type", &self.gpu_type)
+            .field("state_dir", &self.state_dir)
+            .field("poll_wait", &self.poll_wait)
+            .finish()
+    }
 }
 
 impl AgentConfig {

@@ -444,7 +444,7 @@ async fn agent_stops_a_job_no_longer_desired_gets_its_signal_then_sigkill_with_i
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agent_restarted_adopts_adopts_what_runs_reports_what_died_and_resends_unacknowledged_exits() {
+async fn agent_restarted_adopts_what_runs_reports_what_died_and_resends_unacknowledged_exits() {
     bounded(async {
         let scratch = Scratch::new("restart");
         let (mock, url, _server) = start_mock().await;

@@ -108,6 +108,11 @@ pub(super) fn signal_group(pid: i32, signal: Signal) {
     }
 }
 
+/// Whether any process is left in the group led (once) by `pid`.
+pub(super) fn group_exists(pid: i32) -> bool {
+    matches!(killpg(Pid::from_raw(pid), None), Ok(()) | Err(Errno::EPERM))
+}
+
 /// The signal a job named, SIGTERM if the number is not one.
 pub(super) fn checkpoint_signal(number: i32) -> Signal {
     Signal::try_from(number).unwrap_or_else(|_| {

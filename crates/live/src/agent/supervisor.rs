@@ -22,6 +22,11 @@ use crate::agent_api::{AgentEvent, Desired, Launch};
 /// How often stop deadlines, adopted processes and waiting launches are checked.
 pub(super) const TICK: Duration = Duration::from_millis(100);
 
+/// Longest an ended attempt's GPUs stay held while what is left of its process
+/// group dies (a process stuck in the GPU driver can take a while; a zombie that
+/// nobody reaps would take forever).
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
 /// A process's exit as its waiting task saw it.
 pub(super) type Exit = (Key, Result<ExitStatus, String>);
 
@@ -32,6 +37,14 @@ struct Running {
     /// The task waiting for it (None: adopted after a restart, watched by polling).
     waiter: Option<JoinHandle<()>>,
     stopping: Option<Stop>,
+}
+
+/// An ended attempt whose group members were SIGKILLed but may not be gone yet.
+#[derive(Debug)]
+struct Draining {
+    pid: i32,
+    gpu_uuids: Vec<String>,
+    until: Instant,
 }
 
 #[derive(Debug)]
@@ -46,6 +59,7 @@ pub(super) struct Supervisor {
     outbox: UnboundedSender<Message>,
     exits: UnboundedSender<Exit>,
     running: BTreeMap<Key, Running>,
+    draining: BTreeMap<Key, Draining>,
     /// Every attempt this node ever launched or tried to: never launched again.
     known: BTreeSet<Key>,
     /// Desired attempts waiting for GPUs still held by a stopping process.
@@ -66,6 +80,7 @@ impl Supervisor {
             outbox,
             exits,
             running: BTreeMap::new(),
+            draining: BTreeMap::new(),
             known: BTreeSet::new(),
             waiting: BTreeMap::new(),
             desired: None,
@@ -114,8 +129,7 @@ impl Supervisor {
 
     pub fn on_exit(&mut self, (key, status): Exit) {
         let Some(running) = self.running.remove(&key) else { return };
-        // Whatever the leader left behind in its group goes with it.
-        process::signal_group(running.pid, Signal::SIGKILL);
+        self.end_group(key, running);
         let event = match status {
             Ok(status) => AgentEvent::Exited {
                 job: key.0,
@@ -150,6 +164,18 @@ impl Supervisor {
         for key in gone {
             self.adopted_gone(key);
         }
+        self.draining.retain(|key, draining| {
+            let held = process::group_exists(draining.pid);
+            if held && now >= draining.until {
+                tracing::warn!(
+                    job = key.0,
+                    attempt = key.1,
+                    pgid = draining.pid,
+                    "process group still present after SIGKILL; releasing its GPUs anyway"
+                );
+            }
+            held && now < draining.until
+        });
         self.launch_waiting();
     }
 
@@ -166,15 +192,27 @@ impl Supervisor {
     /// unless the server no longer wants it (then nobody needs telling).
     fn adopted_gone(&mut self, key: Key) {
         let Some(running) = self.running.remove(&key) else { return };
-        process::signal_group(running.pid, Signal::SIGKILL);
+        let (stopping, pid) = (running.stopping.is_some(), running.pid);
+        self.end_group(key, running);
         let event = AgentEvent::Vanished { job: key.0, attempt: key.1 };
         let wanted = self.desired.as_ref().is_none_or(|desired| desired.contains(&key));
-        if wanted && running.stopping.is_none() {
-            tracing::warn!(job = key.0, attempt = key.1, pid = running.pid, "adopted attempt vanished");
+        if wanted && !stopping {
+            tracing::warn!(job = key.0, attempt = key.1, pid, "adopted attempt vanished");
             self.finish(key, event);
         } else {
             self.state.write_final(key, &event, true);
             self.send(Message::Final { key, event: None });
+        }
+    }
+
+    /// The leader is gone: whatever it left behind in its group goes with it,
+    /// and its GPUs stay held until that is gone too (at most [`DRAIN_LIMIT`]).
+    fn end_group(&mut self, key: Key, running: Running) {
+        process::signal_group(running.pid, Signal::SIGKILL);
+        if process::group_exists(running.pid) {
+            let until = Instant::now() + DRAIN_LIMIT;
+            self.draining
+                .insert(key, Draining { pid: running.pid, gpu_uuids: running.launch.gpu_uuids, until });
         }
     }
 
@@ -209,9 +247,9 @@ impl Supervisor {
     }
 
     fn gpus_held(&self, key: Key, launch: &Launch) -> bool {
-        self.running.iter().any(|(other, running)| {
-            *other != key && running.launch.gpu_uuids.iter().any(|uuid| launch.gpu_uuids.contains(uuid))
-        })
+        let overlaps = |uuids: &[String]| uuids.iter().any(|uuid| launch.gpu_uuids.contains(uuid));
+        self.running.iter().any(|(other, running)| *other != key && overlaps(&running.launch.gpu_uuids))
+            || self.draining.values().any(|draining| overlaps(&draining.gpu_uuids))
     }
 
     fn launch(&mut self, launch: Launch) {

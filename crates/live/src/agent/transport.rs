@@ -33,7 +33,8 @@ pub(super) enum SendError {
     Unavailable(String),
 }
 
-#[derive(Clone, Debug)]
+/// No Debug: it holds the token.
+#[derive(Clone)]
 pub(super) struct Transport {
     http: reqwest::Client,
     base: String,
