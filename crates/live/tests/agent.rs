@@ -172,7 +172,7 @@ async fn logs(State(mock): State<Mock>, headers: HeaderMap, Json(chunk): Json<Lo
         inner.log_conflicts += 1;
         return (StatusCode::CONFLICT, Json(serde_json::json!({ "have": have }))).into_response();
     }
-    // The test outputs are ASCII: the agent's byte count is the text's.
+    // As the server does: `have` is the length of its copy (U+FFFD and all).
     inner.have.insert(key.clone(), have + chunk.data.len() as u64);
     inner.logs.entry(key).or_default().push_str(&chunk.data);
     inner.seen.push(Seen::Log {
@@ -410,7 +410,8 @@ async fn agent_stops_a_job_no_longer_desired_gets_its_signal_then_sigkill_with_i
         scratch.kill_at_end(stubborn_pid);
 
         // Job 4 wants job 3's GPU: it waits until job 3 is gone.
-        let next = launch(4, "echo next", &["FAKE-n2-1"]);
+        // Its output is not UTF-8 and comes in two pieces: the second is appended where the first ended.
+        let next = launch(4, "printf 'ne\\377'; sleep 0.5; printf 'xt\\n'", &["FAKE-n2-1"]);
         let removed_at = Instant::now();
         mock.set_desired(vec![next]);
 
@@ -437,7 +438,7 @@ async fn agent_stops_a_job_no_longer_desired_gets_its_signal_then_sigkill_with_i
 
         wait_for("job 4 exits", || mock.position(exited(4)).is_some()).await;
         assert!(mock.position(exited(3)) < mock.position(started(4)), "{:?}", mock.events());
-        assert_eq!(mock.log(4, 0, "stdout"), "next\n");
+        assert_eq!(mock.log(4, 0, "stdout"), "ne\u{fffd}xt\n");
         agent.shutdown().await;
     })
     .await;
@@ -449,14 +450,14 @@ async fn agent_restarted_adopts_what_runs_reports_what_died_and_resends_unacknow
         let scratch = Scratch::new("restart");
         let (mock, url, _server) = start_mock().await;
         let first = Agent::start(&url, TOKEN, "n3", &scratch.dir);
-        let survivor = launch(5, "echo hello; while true; do sleep 0.1; done", &["FAKE-n3-0"]);
+        let survivor = launch(5, "printf 'hel\\377lo\\n'; while true; do sleep 0.1; done", &["FAKE-n3-0"]);
         let victim = launch(6, "while true; do sleep 0.1; done", &["FAKE-n3-1"]);
         mock.set_desired(vec![survivor.clone(), victim.clone()]);
         let survivor_pid = wait_some("job 5 started", || mock.started_pid(5)).await;
         let victim_pid = wait_some("job 6 started", || mock.started_pid(6)).await;
         scratch.kill_at_end(survivor_pid);
         scratch.kill_at_end(victim_pid);
-        wait_for("job 5's output", || mock.log(5, 0, "stdout") == "hello\n").await;
+        wait_for("job 5's output", || mock.log(5, 0, "stdout") == "hel\u{fffd}lo\n").await;
 
         // Job 7 exits while the server refuses reports: its exit is recorded but not acknowledged.
         mock.inner.lock().unwrap().refuse_reports = true;
@@ -498,7 +499,7 @@ async fn agent_restarted_adopts_what_runs_reports_what_died_and_resends_unacknow
         // Job 7's start report was lost with the first agent; it was not started again.
         assert_eq!(mock.count(started(7)), 0, "{:?}", mock.events());
         // The adopted job's output is not shipped twice (the agent resyncs to what the server has).
-        assert_eq!(mock.log(5, 0, "stdout"), "hello\n");
+        assert_eq!(mock.log(5, 0, "stdout"), "hel\u{fffd}lo\n");
         assert!(mock.inner.lock().unwrap().log_conflicts > 0);
 
         // No longer desired: the adopted process is stopped, and its end needs no report.

@@ -38,10 +38,20 @@ pub(super) enum Message {
     Final { key: Key, event: Option<AgentEvent> },
 }
 
+/// How far a stream has been shipped, in the agent's file and in the server's
+/// copy. They differ where the output is not UTF-8: each invalid sequence is one
+/// U+FFFD (3 bytes) in the server's copy, whose length is the `offset` the
+/// protocol speaks of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Position {
+    file: u64,
+    server: u64,
+}
+
 #[derive(Debug, Default)]
 struct LogState {
-    /// Bytes of each stream the server has accepted.
-    offsets: [u64; 2],
+    /// What of each stream the server has accepted.
+    positions: [Position; 2],
     /// The attempt is over: its files no longer grow, ship every byte.
     finished: bool,
     /// Everything written so far has been accepted.
@@ -157,8 +167,9 @@ impl Outbox {
             let path = self.state.path(key, stream);
             let mut chunks = 0;
             loop {
-                let offset = self.logs.get(&key).map_or(0, |log| log.offsets[stream_index]);
-                let Some(bytes) = read_from(&path, offset) else { break };
+                let position =
+                    self.logs.get(&key).map_or_else(Position::default, |log| log.positions[stream_index]);
+                let Some(bytes) = read_from(&path, position.file) else { break };
                 let length = if finished { bytes.len() } else { complete_utf8_prefix(&bytes) };
                 if length == 0 {
                     break;
@@ -173,21 +184,26 @@ impl Outbox {
                     job: key.0,
                     attempt: key.1,
                     stream: stream.to_string(),
-                    offset,
+                    offset: position.server,
                     data: String::from_utf8_lossy(&bytes[..length]).into_owned(),
                 };
                 let next = match self.transport.log(&chunk).await {
-                    Ok(()) => offset + length as u64,
-                    Err(SendError::Conflict { have }) => have,
+                    Ok(()) => Position {
+                        file: position.file + length as u64,
+                        server: position.server + chunk.data.len() as u64,
+                    },
+                    Err(SendError::Conflict { have }) => locate(&path, have),
                     Err(SendError::Rejected { status, message }) => {
                         tracing::error!(job = key.0, attempt = key.1, stream, status, %message,
                             "the server rejected a log chunk; skipping the rest of this output");
-                        std::fs::metadata(&path).map_or(offset + length as u64, |meta| meta.len())
+                        let end =
+                            std::fs::metadata(&path).map_or(position.file + length as u64, |meta| meta.len());
+                        Position { file: end, server: position.server }
                     }
                     Err(error) => return Err(error),
                 };
                 if let Some(log) = self.logs.get_mut(&key) {
-                    log.offsets[stream_index] = next;
+                    log.positions[stream_index] = next;
                 }
             }
         }
@@ -205,6 +221,39 @@ fn read_from(path: &std::path::Path, offset: u64) -> Option<Vec<u8>> {
     let mut bytes = Vec::with_capacity(CHUNK_BYTES);
     file.take(CHUNK_BYTES as u64).read_to_end(&mut bytes).ok()?;
     (!bytes.is_empty()).then_some(bytes)
+}
+
+/// Where in the file the server's copy of `have` bytes ends (after an agent
+/// restart, or any disagreement): the file is converted again from its start,
+/// unit by unit (a character, or an invalid sequence and its U+FFFD). A server
+/// with more than the file holds keeps its length; the agent sends from the end.
+fn locate(path: &std::path::Path, have: u64) -> Position {
+    let mut position = Position::default();
+    while position.server < have {
+        let Some(bytes) = read_from(path, position.file) else { break };
+        let length = match complete_utf8_prefix(&bytes) {
+            0 => bytes.len(),
+            length => length,
+        };
+        for piece in bytes[..length].utf8_chunks() {
+            let characters =
+                piece.valid().chars().map(|character| (character.len_utf8(), character.len_utf8()));
+            let invalid =
+                (!piece.invalid().is_empty()).then_some((piece.invalid().len(), '\u{fffd}'.len_utf8()));
+            for (raw, converted) in characters.chain(invalid) {
+                if position.server == have {
+                    return position;
+                }
+                if position.server + converted as u64 > have {
+                    // The server holds part of a unit (never from this agent): skip the unit.
+                    return Position { file: position.file + raw as u64, server: have };
+                }
+                position.file += raw as u64;
+                position.server += converted as u64;
+            }
+        }
+    }
+    Position { file: position.file, server: position.server.max(have) }
 }
 
 /// The length of `bytes` without a UTF-8 sequence cut off at its end (the rest
@@ -268,6 +317,22 @@ pub(super) async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_servers_length_maps_back_to_the_file() {
+        let path = std::env::temp_dir().join(format!("cotenant-outbox-locate-{}", std::process::id()));
+        // a, an invalid byte (3 bytes on the server), é (2 bytes both sides), b
+        std::fs::write(&path, b"a\xff\xc3\xa9b").unwrap();
+        let at = |file, server| Position { file, server };
+        assert_eq!(locate(&path, 0), at(0, 0));
+        assert_eq!(locate(&path, 1), at(1, 1));
+        assert_eq!(locate(&path, 2), at(2, 2)); // inside the U+FFFD: go on after it
+        assert_eq!(locate(&path, 4), at(2, 4));
+        assert_eq!(locate(&path, 6), at(4, 6));
+        assert_eq!(locate(&path, 7), at(5, 7));
+        assert_eq!(locate(&path, 100), at(5, 100)); // the server has more than the file
+        std::fs::remove_file(&path).unwrap();
+    }
 
     #[test]
     fn a_character_cut_at_the_end_waits_for_the_next_chunk() {
