@@ -7,16 +7,22 @@
 //! `.pid`: the process group leader's pid (and its start time), written right after the spawn;
 //! `.stdout`, `.stderr`: the output; `.exit`: the final event (JSON `AgentEvent`:
 //! exited, launch failed, vanished); `.reported`: the server accepted that event.
+//! The files of an attempt reported more than [`RETAIN_REPORTED`] ago are removed
+//! (the server has its output by then); job working directories are never touched.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use super::{process, AgentError};
 use crate::agent_api::{AgentEvent, Launch};
 
 pub(super) type Key = (u32, u32);
+
+/// How long an attempt's files stay after its final report was accepted.
+pub(super) const RETAIN_REPORTED: Duration = Duration::from_secs(7 * 24 * 3600);
 
 #[derive(Clone, Debug)]
 pub(super) struct StateDir {
@@ -133,6 +139,36 @@ impl StateDir {
         found
     }
 
+    /// Removes the files of attempts whose final report was accepted more than
+    /// `older_than` ago, except those in `keep`. Returns how many attempts went.
+    pub fn collect_garbage(&self, older_than: Duration, keep: &BTreeSet<Key>) -> usize {
+        let Ok(entries) = fs::read_dir(&self.jobs) else { return 0 };
+        let now = SystemTime::now();
+        let mut old = BTreeSet::new();
+        let mut files: BTreeMap<Key, Vec<PathBuf>> = BTreeMap::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some((key, extension)) = name.to_str().and_then(parse_name) else { continue };
+            if extension == "reported" {
+                let modified = entry.metadata().and_then(|meta| meta.modified());
+                if modified.is_ok_and(|at| now.duration_since(at).is_ok_and(|age| age >= older_than)) {
+                    old.insert(key);
+                }
+            }
+            files.entry(key).or_default().push(entry.path());
+        }
+        let mut removed = 0;
+        for key in old.difference(keep) {
+            for path in files.get(key).into_iter().flatten() {
+                if let Err(error) = fs::remove_file(path) {
+                    tracing::warn!(path = %path.display(), %error, "cannot remove an old state file");
+                }
+            }
+            removed += 1;
+        }
+        removed
+    }
+
     fn vanish(&self, key: Key, found: &mut Found) {
         let event = AgentEvent::Vanished { job: key.0, attempt: key.1 };
         self.write_final(key, &event, false);
@@ -179,6 +215,42 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reported_attempts_are_collected_and_others_kept() {
+        let root = std::env::temp_dir().join(format!("cotenant-state-gc-{}", std::process::id()));
+        let state = StateDir::open(&root).unwrap();
+        for (key, extensions) in [
+            ((1, 0), &["launch", "pid", "stdout", "exit", "reported"][..]),
+            ((2, 0), &["launch", "pid", "stdout", "exit", "reported"][..]),
+            ((3, 0), &["launch", "pid", "stdout"][..]),
+        ] {
+            for extension in extensions {
+                fs::write(state.path(key, extension), b"x").unwrap();
+            }
+        }
+        assert_eq!(state.collect_garbage(RETAIN_REPORTED, &BTreeSet::new()), 0);
+        assert_eq!(state.collect_garbage(Duration::ZERO, &BTreeSet::from([(2, 0)])), 1);
+        let mut left: Vec<String> = fs::read_dir(root.join("jobs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "2.0.exit",
+                "2.0.launch",
+                "2.0.pid",
+                "2.0.reported",
+                "2.0.stdout",
+                "3.0.launch",
+                "3.0.pid",
+                "3.0.stdout"
+            ]
+        );
+        fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn file_names_parse_into_attempt_and_extension() {

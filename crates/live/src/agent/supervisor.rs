@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::outbox::Message;
 use super::process::{self, RunAs};
-use super::state::{Found, Key, StateDir};
+use super::state::{self, Found, Key, StateDir};
 use crate::agent_api::{AgentEvent, Desired, Launch};
 
 /// How often stop deadlines, adopted processes and waiting launches are checked.
@@ -26,6 +26,9 @@ pub(super) const TICK: Duration = Duration::from_millis(100);
 /// group dies (a process stuck in the GPU driver can take a while; a zombie that
 /// nobody reaps would take forever).
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
+/// How often old attempts' files are looked for.
+const GARBAGE_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// A process's exit as its waiting task saw it.
 pub(super) type Exit = (Key, Result<ExitStatus, String>);
@@ -67,6 +70,8 @@ pub(super) struct Supervisor {
     /// The last desired set (None before the first answer).
     desired: Option<BTreeSet<Key>>,
     agent_is_root: bool,
+    /// When old state files were last collected.
+    collected: Option<Instant>,
 }
 
 impl Supervisor {
@@ -85,6 +90,7 @@ impl Supervisor {
             waiting: BTreeMap::new(),
             desired: None,
             agent_is_root: nix::unistd::geteuid().is_root(),
+            collected: None,
         }
     }
 
@@ -163,6 +169,14 @@ impl Supervisor {
         }
         for key in gone {
             self.adopted_gone(key);
+        }
+        if self.collected.is_none_or(|at| at.elapsed() >= GARBAGE_INTERVAL) {
+            self.collected = Some(now);
+            let keep: BTreeSet<Key> = self.running.keys().copied().collect();
+            let removed = self.state.collect_garbage(state::RETAIN_REPORTED, &keep);
+            if removed > 0 {
+                tracing::info!(removed, "removed the state files of attempts reported long ago");
+            }
         }
         self.draining.retain(|key, draining| {
             let held = process::group_exists(draining.pid);
