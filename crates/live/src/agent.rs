@@ -38,6 +38,8 @@ mod transport;
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
@@ -164,18 +166,20 @@ pub async fn run(
         () = &mut shutdown => return Ok(()),
     };
     tracing::info!(node = registered.node, name = %registered.node_name, "agent registered");
-    let node = registered.node;
+    let node = Arc::new(AtomicU32::new(registered.node));
 
     let (fatal_tx, mut fatal_rx) = mpsc::channel::<AgentError>(4);
     let (outbox_tx, outbox_rx) = mpsc::unbounded_channel();
     let outbox_task = tokio::spawn(outbox::run(
-        outbox::Outbox::new(transport.clone(), state.clone(), node, discovery),
+        outbox::Outbox::new(transport.clone(), state.clone(), node.clone(), discovery),
         outbox_rx,
         fatal_tx.clone(),
     ));
     let (desired_tx, mut desired_rx) = watch::channel::<Option<Desired>>(None);
-    let poll_task =
-        tokio::spawn(poll_desired(transport.clone(), node, config.poll_wait, desired_tx, fatal_tx.clone()));
+    let (running_tx, running_rx) = watch::channel(register.running.clone());
+    let poller =
+        Poller { transport: transport.clone(), node, wait: config.poll_wait, register, running: running_rx };
+    let poll_task = tokio::spawn(poller.run(desired_tx, fatal_tx.clone()));
 
     let (exit_tx, mut exit_rx) = mpsc::unbounded_channel();
     let mut supervisor = supervisor::Supervisor::new(state, outbox_tx, exit_tx);
@@ -199,6 +203,14 @@ pub async fn run(
             Some(exit) = exit_rx.recv() => supervisor.on_exit(exit),
             _ = tick.tick() => supervisor.tick(),
         }
+        let running = supervisor.running_attempts();
+        running_tx.send_if_modified(|published| {
+            let changed = *published != running;
+            if changed {
+                *published = running;
+            }
+            changed
+        });
     };
     poll_task.abort();
     outbox_task.abort();
@@ -209,38 +221,64 @@ pub async fn run(
     result
 }
 
-/// Long-polls the node's desired set forever, publishing each answer. After an
-/// error it asks from version 0, so the next answer comes at once.
-async fn poll_desired(
+/// Long-polls the node's desired set, and registers again when the server has
+/// lost the node (it answers 404 or 409: never registered, or declared lost
+/// after a silence), listing what runs now.
+struct Poller {
     transport: transport::Transport,
-    node: u32,
+    node: Arc<AtomicU32>,
     wait: Duration,
-    desired: watch::Sender<Option<Desired>>,
-    fatal: mpsc::Sender<AgentError>,
-) {
-    let mut after = 0;
-    let mut backoff = transport::Backoff::new();
-    loop {
-        let query = agent_api::DesiredQuery { node, after, wait_ms: wait.as_millis() as u64 };
-        match transport.desired(&query, wait).await {
-            Ok(answer) => {
-                backoff.reset();
-                after = answer.version;
-                if desired.send(Some(answer)).is_err() {
-                    return;
+    /// The first registration; `running` is replaced by the current list.
+    register: Register,
+    running: watch::Receiver<Vec<agent_api::RunningAttempt>>,
+}
+
+impl Poller {
+    /// Publishes each answer, forever. After an error it asks from version 0, so
+    /// the next answer comes at once.
+    async fn run(self, desired: watch::Sender<Option<Desired>>, fatal: mpsc::Sender<AgentError>) {
+        let mut after = 0;
+        let mut backoff = transport::Backoff::new();
+        loop {
+            let node = self.node.load(Ordering::Relaxed);
+            let query = agent_api::DesiredQuery { node, after, wait_ms: self.wait.as_millis() as u64 };
+            let error = match self.transport.desired(&query, self.wait).await {
+                Ok(answer) => {
+                    backoff.reset();
+                    after = answer.version;
+                    if desired.send(Some(answer)).is_err() {
+                        return;
+                    }
+                    continue;
                 }
-            }
-            Err(transport::SendError::Unauthorized { status, message }) => {
-                let _ = fatal.send(AgentError::Unauthorized { status, message }).await;
-                return;
-            }
-            Err(error) => {
-                if let transport::SendError::Rejected { .. } = error {
-                    tracing::error!(%error, "the server rejected the desired-set query");
+                Err(transport::SendError::Rejected { status: 404 | 409, message }) => {
+                    tracing::warn!(node, %message, "the server does not count this node as up: registering again");
+                    let register =
+                        Register { running: self.running.borrow().clone(), ..self.register.clone() };
+                    match self.transport.register_until_accepted(&register).await {
+                        Ok(registered) => {
+                            tracing::info!(node = registered.node, "agent registered again");
+                            self.node.store(registered.node, Ordering::Relaxed);
+                            after = 0;
+                            continue;
+                        }
+                        Err(error) => error,
+                    }
                 }
-                after = 0;
-                backoff.wait().await;
-            }
+                Err(transport::SendError::Unauthorized { status, message }) => {
+                    AgentError::Unauthorized { status, message }
+                }
+                Err(error) => {
+                    if let transport::SendError::Rejected { .. } = error {
+                        tracing::error!(%error, "the server rejected the desired-set query");
+                    }
+                    after = 0;
+                    backoff.wait().await;
+                    continue;
+                }
+            };
+            let _ = fatal.send(error).await;
+            return;
         }
     }
 }

@@ -45,6 +45,8 @@ struct Inner {
     have: BTreeMap<(u32, u32, String), u64>,
     refuse_reports: bool,
     log_conflicts: u32,
+    /// The server counts the node as lost: desired-set queries get 409 until it registers again.
+    node_down: bool,
 }
 
 #[derive(Clone)]
@@ -63,6 +65,7 @@ impl Mock {
             have: BTreeMap::new(),
             refuse_reports: false,
             log_conflicts: 0,
+            node_down: false,
         };
         Mock { inner: Arc::new(Mutex::new(inner)), version: watch::channel(0).0 }
     }
@@ -129,7 +132,9 @@ async fn register(State(mock): State<Mock>, headers: HeaderMap, Json(body): Json
         return refused();
     }
     let name = body.name.clone();
-    mock.inner.lock().unwrap().registers.push(body);
+    let mut inner = mock.inner.lock().unwrap();
+    inner.registers.push(body);
+    inner.node_down = false;
     Json(Registered { node: 0, node_name: name, heartbeat_ms: 15_000 }).into_response()
 }
 
@@ -140,6 +145,10 @@ async fn desired(
 ) -> Response {
     if !authorized(&headers) {
         return refused();
+    }
+    if mock.inner.lock().unwrap().node_down {
+        let body = serde_json::json!({"error": "conflict", "message": "node 0 is down; register again"});
+        return (StatusCode::CONFLICT, Json(body)).into_response();
     }
     let mut version = mock.version.subscribe();
     let wait = Duration::from_millis(query.wait_ms);
@@ -515,6 +524,34 @@ async fn agent_restarted_adopts_what_runs_reports_what_died_and_resends_unacknow
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(mock.count(exited(7)), 1, "{:?}", mock.events());
         third.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_registers_again_listing_what_runs_when_the_server_lost_its_node() {
+    bounded(async {
+        let scratch = Scratch::new("lost");
+        let (mock, url, _server) = start_mock().await;
+        let agent = Agent::start(&url, TOKEN, "n8", &scratch.dir);
+        mock.set_desired(vec![launch(13, "while true; do sleep 0.1; done", &["FAKE-n8-0"])]);
+        let pid = wait_some("job 13 started", || mock.started_pid(13)).await;
+        scratch.kill_at_end(pid);
+        assert!(mock.registers()[0].running.is_empty());
+
+        mock.inner.lock().unwrap().node_down = true;
+        mock.set_desired(vec![launch(13, "while true; do sleep 0.1; done", &["FAKE-n8-0"])]);
+        wait_for("the second registration", || mock.registers().len() == 2).await;
+        let running = &mock.registers()[1].running;
+        assert_eq!(running.len(), 1, "{running:?}");
+        assert_eq!((running[0].job, running[0].pid as i32), (13, pid));
+
+        // Polling goes on: the agent still enacts the desired set.
+        mock.set_desired(Vec::new());
+        wait_for("job 13 stopped", || mock.position(exited(13)).is_some()).await;
+        assert!(gone(pid));
+        assert_eq!(mock.count(started(13)), 1);
+        agent.shutdown().await;
     })
     .await;
 }

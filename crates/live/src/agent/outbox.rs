@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
@@ -61,7 +63,8 @@ struct LogState {
 pub(super) struct Outbox {
     transport: Transport,
     state: StateDir,
-    node: u32,
+    /// The node's index (it may change when the agent registers again).
+    node: Arc<AtomicU32>,
     discovery: Box<dyn GpuDiscovery>,
     logs: BTreeMap<Key, LogState>,
     queue: VecDeque<Message>,
@@ -69,7 +72,12 @@ pub(super) struct Outbox {
 }
 
 impl Outbox {
-    pub fn new(transport: Transport, state: StateDir, node: u32, discovery: Box<dyn GpuDiscovery>) -> Outbox {
+    pub fn new(
+        transport: Transport,
+        state: StateDir,
+        node: Arc<AtomicU32>,
+        discovery: Box<dyn GpuDiscovery>,
+    ) -> Outbox {
         Outbox {
             transport,
             state,
@@ -79,6 +87,10 @@ impl Outbox {
             queue: VecDeque::new(),
             stats_sent: None,
         }
+    }
+
+    fn node(&self) -> u32 {
+        self.node.load(Ordering::Relaxed)
     }
 
     fn accept(&mut self, message: Message) {
@@ -118,7 +130,7 @@ impl Outbox {
                 })
                 .collect();
             if !events.is_empty() {
-                let report = Report { node: self.node, events, gpu_stats: self.discovery.stats() };
+                let report = Report { node: self.node(), events, gpu_stats: self.discovery.stats() };
                 match self.transport.report(&report).await {
                     Ok(()) => self.stats_sent = Some(Instant::now()),
                     Err(SendError::Rejected { status, message }) => {
@@ -149,7 +161,7 @@ impl Outbox {
         if gpu_stats.is_empty() {
             return Ok(());
         }
-        match self.transport.report(&Report { node: self.node, events: Vec::new(), gpu_stats }).await {
+        match self.transport.report(&Report { node: self.node(), events: Vec::new(), gpu_stats }).await {
             Ok(())
             | Err(SendError::Rejected { .. } | SendError::Unavailable(_) | SendError::Conflict { .. }) => {
                 Ok(())
@@ -180,7 +192,7 @@ impl Outbox {
                 }
                 chunks += 1;
                 let chunk = LogChunk {
-                    node: self.node,
+                    node: self.node(),
                     job: key.0,
                     attempt: key.1,
                     stream: stream.to_string(),

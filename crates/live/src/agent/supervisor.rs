@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use super::outbox::Message;
 use super::process::{self, RunAs};
 use super::state::{self, Found, Key, StateDir};
-use crate::agent_api::{AgentEvent, Desired, Launch};
+use crate::agent_api::{AgentEvent, Desired, Launch, RunningAttempt};
 
 /// How often stop deadlines, adopted processes and waiting launches are checked.
 pub(super) const TICK: Duration = Duration::from_millis(100);
@@ -191,6 +191,14 @@ impl Supervisor {
             held && now < draining.until
         });
         self.launch_waiting();
+    }
+
+    /// What runs now (stopping included), as a registration lists it.
+    pub fn running_attempts(&self) -> Vec<RunningAttempt> {
+        let attempts = self.running.iter();
+        attempts
+            .map(|(&(job, attempt), running)| RunningAttempt { job, attempt, pid: running.pid as u32 })
+            .collect()
     }
 
     /// The agent stops: forget the processes without touching them.
