@@ -95,6 +95,9 @@ impl AgentConfig {
     }
 }
 
+/// Longest a restarted agent tries to resend the last run's final reports before registering.
+const RESEND_FIRST_LIMIT: Duration = Duration::from_secs(5);
+
 /// Default long-poll hold, below the server's default heartbeat timeout (15 s).
 pub const DEFAULT_POLL_WAIT: Duration = Duration::from_secs(5);
 
@@ -147,7 +150,7 @@ pub async fn run(
     let gpus = discovery.gpus()?;
     let state = state::StateDir::open(&config.state_dir)?;
     let transport = transport::Transport::new(&config.server, &config.token)?;
-    let found = state.scan();
+    let mut found = state.scan();
     let running = found.adopted.iter().map(|(launch, pid)| agent_api::RunningAttempt {
         job: launch.job,
         attempt: launch.attempt,
@@ -161,24 +164,47 @@ pub async fn run(
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
     tokio::pin!(shutdown);
+    let saved_node = state.read_node();
+    let node = Arc::new(AtomicU32::new(saved_node.unwrap_or(0)));
+    let mut outbox = outbox::Outbox::new(transport.clone(), state.clone(), node.clone(), discovery);
+    let unreported = std::mem::take(&mut found.unreported);
+    let resend_first = saved_node.is_some() && !unreported.is_empty();
+    for event in unreported {
+        outbox.accept(outbox::Message::Final { key: state::event_key(&event), event: Some(event) });
+    }
+    if resend_first {
+        // Final reports of the last run, under the node index it had, before registering: after
+        // a quick restart they reach the server before the registration declares those vanished.
+        tokio::select! {
+            sent = tokio::time::timeout(RESEND_FIRST_LIMIT, outbox.flush()) => {
+                if let Ok(Err(transport::SendError::Unauthorized { status, message })) = sent {
+                    return Err(AgentError::Unauthorized { status, message });
+                }
+            }
+            () = &mut shutdown => return Ok(()),
+        }
+    }
     let registered = tokio::select! {
         registered = transport.register_until_accepted(&register) => registered?,
         () = &mut shutdown => return Ok(()),
     };
     tracing::info!(node = registered.node, name = %registered.node_name, "agent registered");
-    let node = Arc::new(AtomicU32::new(registered.node));
+    node.store(registered.node, Ordering::Relaxed);
+    state.write_node(registered.node);
 
     let (fatal_tx, mut fatal_rx) = mpsc::channel::<AgentError>(4);
     let (outbox_tx, outbox_rx) = mpsc::unbounded_channel();
-    let outbox_task = tokio::spawn(outbox::run(
-        outbox::Outbox::new(transport.clone(), state.clone(), node.clone(), discovery),
-        outbox_rx,
-        fatal_tx.clone(),
-    ));
+    let outbox_task = tokio::spawn(outbox::run(outbox, outbox_rx, fatal_tx.clone()));
     let (desired_tx, mut desired_rx) = watch::channel::<Option<Desired>>(None);
     let (running_tx, running_rx) = watch::channel(register.running.clone());
-    let poller =
-        Poller { transport: transport.clone(), node, wait: config.poll_wait, register, running: running_rx };
+    let poller = Poller {
+        transport: transport.clone(),
+        state: state.clone(),
+        node,
+        wait: config.poll_wait,
+        register,
+        running: running_rx,
+    };
     let poll_task = tokio::spawn(poller.run(desired_tx, fatal_tx.clone()));
 
     let (exit_tx, mut exit_rx) = mpsc::unbounded_channel();
@@ -226,6 +252,7 @@ pub async fn run(
 /// after a silence), listing what runs now.
 struct Poller {
     transport: transport::Transport,
+    state: state::StateDir,
     node: Arc<AtomicU32>,
     wait: Duration,
     /// The first registration; `running` is replaced by the current list.
@@ -259,6 +286,7 @@ impl Poller {
                         Ok(registered) => {
                             tracing::info!(node = registered.node, "agent registered again");
                             self.node.store(registered.node, Ordering::Relaxed);
+                            self.state.write_node(registered.node);
                             after = 0;
                             continue;
                         }

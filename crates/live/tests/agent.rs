@@ -31,8 +31,15 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// What the mock saw, in order.
 #[derive(Clone, Debug, PartialEq)]
 enum Seen {
-    Log { job: u32, attempt: u32, stream: String, data: String },
+    Log {
+        job: u32,
+        attempt: u32,
+        stream: String,
+        data: String,
+    },
     Event(AgentEvent),
+    /// The n-th registration (from 0).
+    Register(usize),
 }
 
 struct Inner {
@@ -86,7 +93,7 @@ impl Mock {
             .into_iter()
             .filter_map(|seen| match seen {
                 Seen::Event(event) => Some(event),
-                Seen::Log { .. } => None,
+                Seen::Log { .. } | Seen::Register(_) => None,
             })
             .collect()
     }
@@ -133,6 +140,8 @@ async fn register(State(mock): State<Mock>, headers: HeaderMap, Json(body): Json
     }
     let name = body.name.clone();
     let mut inner = mock.inner.lock().unwrap();
+    let nth = inner.registers.len();
+    inner.seen.push(Seen::Register(nth));
     inner.registers.push(body);
     inner.node_down = false;
     Json(Registered { node: 0, node_name: name, heartbeat_ms: 15_000 }).into_response()
@@ -499,6 +508,12 @@ async fn agent_restarted_adopts_what_runs_reports_what_died_and_resends_unacknow
                 .any(|event| matches!(event, AgentEvent::Exited { job: 7, code: Some(4), .. }))
         })
         .await;
+        // Both went out before the registration, under the node index the first agent had.
+        let second_register = mock.seen().iter().position(|seen| *seen == Seen::Register(1));
+        assert!(mock.position(exited(7)) < second_register, "{:?}", mock.seen());
+        assert!(
+            mock.position(|event| matches!(event, AgentEvent::Vanished { job: 6, .. })) < second_register
+        );
 
         // Still desired, yet nothing is launched again.
         tokio::time::sleep(Duration::from_millis(800)).await;

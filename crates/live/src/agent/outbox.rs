@@ -93,7 +93,7 @@ impl Outbox {
         self.node.load(Ordering::Relaxed)
     }
 
-    fn accept(&mut self, message: Message) {
+    pub fn accept(&mut self, message: Message) {
         match message {
             Message::Track(key) => {
                 self.logs.entry(key).or_default();
@@ -109,7 +109,7 @@ impl Outbox {
     }
 
     /// Ships new output, then sends the queued events that may go.
-    async fn flush(&mut self) -> Result<(), SendError> {
+    pub async fn flush(&mut self) -> Result<(), SendError> {
         let keys: Vec<Key> = self.logs.keys().copied().collect();
         for key in keys {
             self.ship_logs(key).await?;
@@ -133,6 +133,10 @@ impl Outbox {
                 let report = Report { node: self.node(), events, gpu_stats: self.discovery.stats() };
                 match self.transport.report(&report).await {
                     Ok(()) => self.stats_sent = Some(Instant::now()),
+                    Err(SendError::Rejected { status: 404 | 409, message }) => {
+                        // The server does not count the node as up: resend once it registered again.
+                        return Err(SendError::Unavailable(message));
+                    }
                     Err(SendError::Rejected { status, message }) => {
                         // Resending the same report cannot succeed; a restarted agent resends the finals.
                         tracing::error!(status, %message, ?report, "the server rejected a report; dropping it");

@@ -86,6 +86,21 @@ impl StateDir {
         }
     }
 
+    /// The node index the server gave at the last registration.
+    pub fn write_node(&self, node: u32) {
+        if let Err(error) = write_atomic(&self.node_file(), format!("{node}\n").as_bytes()) {
+            tracing::error!(%error, "cannot write the node file");
+        }
+    }
+
+    pub fn read_node(&self) -> Option<u32> {
+        fs::read_to_string(self.node_file()).ok()?.trim().parse().ok()
+    }
+
+    fn node_file(&self) -> PathBuf {
+        self.jobs.with_file_name("node")
+    }
+
     pub fn mark_reported(&self, key: Key) {
         if let Err(error) = write_atomic(&self.path(key, "reported"), b"") {
             tracing::error!(job = key.0, attempt = key.1, %error, "cannot write the reported marker");
@@ -191,6 +206,16 @@ impl StateDir {
         let pid = lines.next()?.trim().parse::<i32>().ok().filter(|pid| *pid > 1)?;
         let start = lines.next().and_then(|line| line.trim().parse::<u64>().ok());
         Some((pid, start))
+    }
+}
+
+/// The attempt an event is about.
+pub(super) fn event_key(event: &AgentEvent) -> Key {
+    match event {
+        AgentEvent::Started { job, attempt, .. }
+        | AgentEvent::Exited { job, attempt, .. }
+        | AgentEvent::LaunchFailed { job, attempt, .. }
+        | AgentEvent::Vanished { job, attempt } => (*job, *attempt),
     }
 }
 

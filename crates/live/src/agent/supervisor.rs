@@ -105,7 +105,7 @@ impl Supervisor {
             self.send(Message::Track(key));
         }
         for event in found.unreported {
-            let key = event_key(&event);
+            let key = state::event_key(&event);
             self.send(Message::Final { key, event: Some(event) });
         }
     }
@@ -350,15 +350,6 @@ impl Supervisor {
     fn send(&self, message: Message) {
         // The outbox ends only when the agent does.
         let _ = self.outbox.send(message);
-    }
-}
-
-fn event_key(event: &AgentEvent) -> Key {
-    match event {
-        AgentEvent::Started { job, attempt, .. }
-        | AgentEvent::Exited { job, attempt, .. }
-        | AgentEvent::LaunchFailed { job, attempt, .. }
-        | AgentEvent::Vanished { job, attempt } => (*job, *attempt),
     }
 }
 
