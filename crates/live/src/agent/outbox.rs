@@ -232,6 +232,10 @@ impl Outbox {
 
 /// Up to [`CHUNK_BYTES`] of the file from `offset`; None if there is nothing there.
 fn read_from(path: &std::path::Path, offset: u64) -> Option<Vec<u8>> {
+    // One stat instead of open, seek and read for the usual case: nothing new.
+    if std::fs::metadata(path).ok()?.len() <= offset {
+        return None;
+    }
     let mut file = File::open(path).ok()?;
     file.seek(SeekFrom::Start(offset)).ok()?;
     let mut bytes = Vec::with_capacity(CHUNK_BYTES);
