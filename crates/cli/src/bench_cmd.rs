@@ -21,11 +21,34 @@ pub struct BenchArgs {
     /// (5,000 nodes x 8 GPUs, full, with 10,000 jobs waiting), one completion each.
     #[arg(long)]
     pub decision_latency: bool,
+    /// Instead of the simulator: the live server's control plane on loopback (real
+    /// controller, SQLite journal and HTTP; in-process fake agents): submissions per
+    /// second, then decision-to-launch latency with a full cluster and a long queue.
+    #[arg(long)]
+    pub live: bool,
+    /// --live: fake nodes (8 GPUs each).
+    #[arg(long, default_value_t = 1000, requires = "live")]
+    pub live_nodes: u32,
+    /// --live: jobs kept queued beyond those that fill the cluster.
+    #[arg(long, default_value_t = 10_000, requires = "live")]
+    pub live_queued: u32,
+    /// --live: concurrent submitting clients.
+    #[arg(long, default_value_t = 32, requires = "live")]
+    pub live_clients: u32,
+    /// --live: seconds of steady state to measure.
+    #[arg(long, default_value_t = 30, requires = "live")]
+    pub live_seconds: u64,
+    /// --live: print the report as JSON.
+    #[arg(long, requires = "live")]
+    pub json: bool,
 }
 
 pub fn run(mut args: BenchArgs) -> Result<()> {
     if args.decision_latency {
         return decision_latency(&args.run);
+    }
+    if args.live {
+        return live(&args);
     }
     let default_trace = args.workload.trace.is_none() && args.workload.synthetic.is_none();
     if default_trace && !args.week {
@@ -238,4 +261,44 @@ fn latency_progress(policies: usize) -> indicatif::ProgressBar {
     bar.set_style(style);
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar
+}
+
+/// `cotenant bench --live`: see `cotenant_live::bench`.
+fn live(args: &BenchArgs) -> Result<()> {
+    use cotenant_live::bench::{LiveBenchConfig, Percentiles};
+    let config = LiveBenchConfig {
+        nodes: args.live_nodes,
+        queued: args.live_queued,
+        clients: args.live_clients,
+        measure: std::time::Duration::from_secs(args.live_seconds),
+        ..LiveBenchConfig::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let report = runtime.block_on(cotenant_live::bench::run(config, &mut |line| eprintln!("{line}")))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    let ms = |p: &Percentiles| {
+        format!("p50 {:.1} / p90 {:.1} / p99 {:.1} / max {:.1}", p.p50, p.p90, p.p99, p.max)
+    };
+    println!("| measure | value |");
+    println!("|---|---|");
+    println!("| cluster | {} fake nodes, {} GPUs, in-process agents over HTTP |", report.nodes, report.gpus);
+    println!("| submissions | {} in {:.2} s = **{:.0}/s** accepted (32 clients, each reply after its journal commit) |", report.submissions, report.submit_secs, report.submits_per_sec);
+    println!("| submit latency (ms) | {} |", ms(&report.submit_latency_ms));
+    println!("| agents joined, cluster full | {:.1} s |", report.agents_registered_secs);
+    println!("| queued during the window | {} jobs |", report.queued_at_measure_start);
+    println!(
+        "| launches measured | {} ({:.0} completions/s) |",
+        report.launches_measured, report.completions_per_sec
+    );
+    println!("| decision to launch (ms) | {} |", ms(&report.decision_to_launch_ms));
+    println!(
+        "| journal | {} entries, {:.1} MiB; replayed at restart in {} ms |",
+        report.journal_entries,
+        report.db_bytes as f64 / (1 << 20) as f64,
+        report.replay_ms
+    );
+    Ok(())
 }

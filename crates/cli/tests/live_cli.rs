@@ -248,7 +248,6 @@ fn json_of(out: &Output) -> Option<Value> {
 }
 
 #[test]
-#[ignore = "needs the merged controller/http/agent"]
 fn server_and_agent_run_two_tenants_jobs_end_to_end() {
     let dir = temp_dir("live-e2e");
     let port = free_port();

@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod agent_api;
 pub mod api;
+pub mod bench;
 pub mod client;
 pub mod controller;
 pub mod history;
