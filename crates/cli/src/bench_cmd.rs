@@ -36,7 +36,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 32, requires = "live")]
     pub live_clients: u32,
     /// --live: seconds of steady state to measure.
-    #[arg(long, default_value_t = 30, requires = "live")]
+    #[arg(long, default_value_t = 40, requires = "live")]
     pub live_seconds: u64,
     /// --live: print the report as JSON.
     #[arg(long, requires = "live")]
@@ -288,7 +288,10 @@ fn live(args: &BenchArgs) -> Result<()> {
     println!("| submissions | {} in {:.2} s = **{:.0}/s** accepted (32 clients, each reply after its journal commit) |", report.submissions, report.submit_secs, report.submits_per_sec);
     println!("| submit latency (ms) | {} |", ms(&report.submit_latency_ms));
     println!("| agents joined, cluster full | {:.1} s |", report.agents_registered_secs);
-    println!("| queued during the window | {} jobs |", report.queued_at_measure_start);
+    println!(
+        "| queued during the window | {} jobs at its start, {} at its end |",
+        report.queued_at_measure_start, report.queued_at_measure_end
+    );
     println!(
         "| launches measured | {} ({:.0} completions/s) |",
         report.launches_measured, report.completions_per_sec
@@ -299,6 +302,10 @@ fn live(args: &BenchArgs) -> Result<()> {
         report.journal_entries,
         report.db_bytes as f64 / (1 << 20) as f64,
         report.replay_ms
+    );
+    println!(
+        "| record/replay check | {} commands compared, {} mismatches, {} ms |",
+        report.replay_check_commands, report.replay_check_mismatches, report.replay_check_ms
     );
     Ok(())
 }

@@ -48,8 +48,8 @@ impl Default for LiveBenchConfig {
             gpus_per_node: 8,
             queued: 10_000,
             clients: 32,
-            measure: Duration::from_secs(30),
-            run_secs: (20.0, 40.0),
+            measure: Duration::from_secs(40),
+            run_secs: (10.0, 30.0),
             policy: "fifo".into(),
             dir: std::env::temp_dir().join(format!("cotenant-bench-live-{}", std::process::id())),
             seed: 1,
@@ -68,12 +68,17 @@ pub struct LiveBenchReport {
     pub submit_latency_ms: Percentiles,
     pub agents_registered_secs: f64,
     pub queued_at_measure_start: u64,
+    pub queued_at_measure_end: u64,
     pub launches_measured: u64,
     pub decision_to_launch_ms: Percentiles,
     pub completions_per_sec: f64,
     pub journal_entries: u64,
     pub replay_ms: u64,
     pub db_bytes: u64,
+    /// `replay-check` on the run's database: commands compared, mismatches, milliseconds.
+    pub replay_check_commands: u64,
+    pub replay_check_mismatches: u64,
+    pub replay_check_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
@@ -239,6 +244,7 @@ pub async fn run(
     let completions_before = completions.load(Ordering::Relaxed);
     tokio::time::sleep(config.measure).await;
     let window_end = unix_us();
+    let queued_at_measure_end = controller.queue().len() as u64;
     let completed = completions.load(Ordering::Relaxed) - completions_before;
     stop.store(true, Ordering::Relaxed);
     for agent in agents {
@@ -269,6 +275,9 @@ pub async fn run(
         .map(|m| m.len())
         .sum();
     let _ = journal_entries;
+    progress("checking that a replay of the journal issues the recorded commands");
+    let check =
+        crate::history::replay_check(&db_path.display().to_string()).await.map_err(|e| setup_err(&e))?;
     let _ = std::fs::remove_dir_all(&config.dir);
     Ok(LiveBenchReport {
         nodes: config.nodes,
@@ -279,12 +288,16 @@ pub async fn run(
         submit_latency_ms: Percentiles::of(submit_latencies),
         agents_registered_secs,
         queued_at_measure_start,
+        queued_at_measure_end,
         launches_measured: launch_ms.len() as u64,
         decision_to_launch_ms: Percentiles::of(launch_ms),
         completions_per_sec: completed as f64 / config.measure.as_secs_f64(),
         journal_entries: health.replayed,
         replay_ms: health.replay_ms,
         db_bytes,
+        replay_check_commands: check.commands_compared,
+        replay_check_mismatches: check.mismatch_count,
+        replay_check_ms: check.elapsed.as_millis() as u64,
     })
 }
 

@@ -210,6 +210,8 @@ pub struct Live {
     tenants: Vec<TenantRecord>,
     jobs: Vec<JobRecord>,
     nodes: Vec<NodeRecord>,
+    /// The jobs whose current attempt holds GPUs on each node (the desired sets' index).
+    on_node: Vec<BTreeSet<u32>>,
     last_at_us: u64,
 }
 
@@ -234,6 +236,7 @@ impl Live {
                 version: 0,
             })
             .collect();
+        let on_node = vec![BTreeSet::new(); setup.nodes.len()];
         Ok(Live {
             setup,
             epoch_us,
@@ -241,6 +244,7 @@ impl Live {
             tenants: Vec::new(),
             jobs: Vec::new(),
             nodes,
+            on_node,
             last_at_us: epoch_us,
         })
     }
@@ -575,6 +579,11 @@ impl Live {
                     let detail = format!("attempt {} on {} GPUs", record.attempt, gpus.len());
                     record.event(at_us, "started", detail);
                 }
+                for &n in &nodes {
+                    if let Some(set) = self.on_node.get_mut(n as usize) {
+                        set.insert(job.0);
+                    }
+                }
                 self.bump(&nodes);
             }
             Command::Stop { job, reason } => {
@@ -622,6 +631,11 @@ impl Live {
             record.ended_us = Some(at_us);
         }
         record.event(at_us, kind, detail);
+        for &n in &nodes {
+            if let Some(set) = self.on_node.get_mut(n as usize) {
+                set.remove(&job);
+            }
+        }
         self.bump(&nodes);
     }
 
@@ -641,8 +655,8 @@ impl Live {
         let cluster = self.engine.cluster();
         let mut attempts = Vec::new();
         if record.up {
-            for &job in self.engine.running() {
-                let Some(state) = self.jobs.get(job.index()) else { continue };
+            for &job in &self.on_node[node as usize] {
+                let Some(state) = self.jobs.get(job as usize) else { continue };
                 let job_nodes: Vec<u32> = {
                     let set: BTreeSet<u32> = state.gpus.iter().map(|&g| cluster.node_of(g).0).collect();
                     set.into_iter().collect()
