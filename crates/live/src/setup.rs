@@ -820,6 +820,19 @@ mod tests {
         serde_json::from_value(serde_json::json!({ "command": ["true"], "gpus": gpus })).unwrap()
     }
 
+    /// Tenant 0, weight 1, no quota map.
+    fn tenant(name: &str, gpu_limit: Option<u32>) -> Entry {
+        let name = name.to_string();
+        Entry::TenantAdded {
+            tenant: 0,
+            name,
+            weight: 1.0,
+            quota: BTreeMap::new(),
+            gpu_limit,
+            unix_user: None,
+        }
+    }
+
     fn rec(seq: u64, at_us: u64, entry: Entry) -> Record {
         Record { seq, at_us, entry }
     }
@@ -842,14 +855,7 @@ mod tests {
         // Two 2-GPU nodes, both down until an agent joins. Job 0 (2 GPUs) waits,
         // starts on node 0 when it joins, and completes when its process exits 0.
         let mut live = Live::new(setup("fifo"), 1_000).unwrap();
-        let tenant = Entry::TenantAdded {
-            tenant: 0,
-            name: "alice".into(),
-            weight: 1.0,
-            quota: BTreeMap::new(),
-            gpu_limit: None,
-            unix_user: None,
-        };
+        let tenant = tenant("alice", None);
         live.apply(&rec(1, 1_000, tenant));
         let submit = Entry::Submitted { job: 0, tenant: 0, request: request(2) };
         assert_eq!(live.check(&submit), Ok(()));
@@ -887,14 +893,7 @@ mod tests {
     #[test]
     fn refusals_name_the_field() {
         let mut live = Live::new(setup("fifo"), 0).unwrap();
-        let tenant = Entry::TenantAdded {
-            tenant: 0,
-            name: "bob".into(),
-            weight: 1.0,
-            quota: BTreeMap::new(),
-            gpu_limit: Some(2),
-            unix_user: None,
-        };
+        let tenant = tenant("bob", Some(2));
         live.apply(&rec(1, 0, tenant));
         let wide = Entry::Submitted { job: 0, tenant: 0, request: request(5) };
         assert!(live.check(&wide).unwrap_err().to_string().contains("cluster has 4"));
@@ -911,14 +910,7 @@ mod tests {
     #[test]
     fn a_lost_node_requeues_its_job_and_a_failure_ends_it() {
         let mut live = Live::new(setup("fifo"), 0).unwrap();
-        let tenant = Entry::TenantAdded {
-            tenant: 0,
-            name: "c".into(),
-            weight: 1.0,
-            quota: BTreeMap::new(),
-            gpu_limit: None,
-            unix_user: None,
-        };
+        let tenant = tenant("c", None);
         live.apply(&rec(1, 0, tenant));
         live.apply(&rec(2, 1, Entry::NodeJoined { node: 0, name: "a".into(), gpu_uuids: vec![] }));
         live.apply(&rec(3, 2, Entry::Submitted { job: 0, tenant: 0, request: request(1) }));
