@@ -123,7 +123,10 @@ impl Drop for Cluster {
                 // `kill -9 -PID` is read as `kill -9 -1` (every process) by procps-ng 4.0:
                 // name the signal and end the options, so only the job's group is hit.
                 if let Some(pid) = pid.filter(|&p| p > 1) {
-                    let _ = Command::new("kill").args(["-s", "KILL", "--", &format!("-{pid}")]).status();
+                    let _ = Command::new("kill")
+                        .args(["-s", "KILL", "--", &format!("-{pid}")])
+                        .stderr(std::process::Stdio::null())
+                        .status();
                 }
             }
         }
