@@ -148,3 +148,66 @@ async fn the_journal_works_on_postgresql_through_the_same_code() {
     assert_eq!(db.read_all().await.unwrap().len(), 3);
     db.close().await;
 }
+
+/// The controller on a PostgreSQL URL: a tenant, a submission that waits for an
+/// agent, a start, an exit; then a restart on the same database replays to the
+/// same job, and a replay of the journal reproduces the recorded commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_runs_and_restarts_on_postgresql() {
+    use cotenant_live::agent_api::{AgentEvent, DesiredQuery, GpuInfo, Register, Report};
+    use cotenant_live::api::{JobStatus, SubmitRequest, TenantRequest};
+    use cotenant_live::controller::{Controller, ControllerConfig};
+    use cotenant_live::setup::{parse_nodes, ServerSetup};
+
+    let Some(pg) = start_or_skip("controller") else { return };
+    let setup = ServerSetup {
+        nodes: parse_nodes("1x2xA100-80GB").unwrap(),
+        policy: "fifo".into(),
+        options: BTreeMap::new(),
+        round_secs: None,
+        seed: 3,
+    };
+    let config = || ControllerConfig {
+        db: pg.url(),
+        setup: setup.clone(),
+        heartbeat_timeout: std::time::Duration::from_secs(30),
+        log_dir: pg.dir.join("logs"),
+    };
+    let controller = Controller::start(config()).await.unwrap();
+    let tenant = TenantRequest { name: "alice".into(), weight: 1.0, quota: BTreeMap::new(), unix_user: None };
+    let tenant = controller.add_tenant(tenant).await.unwrap().id;
+    let request: SubmitRequest =
+        serde_json::from_value(serde_json::json!({ "command": ["true"], "gpus": 2 })).unwrap();
+    let job = controller.submit(tenant, request).await.unwrap();
+    assert_eq!((job.id, job.status), (0, JobStatus::Pending));
+    let gpus = (0..2)
+        .map(|i| GpuInfo {
+            uuid: format!("GPU-{i}"),
+            model: "NVIDIA A100-SXM4-80GB".into(),
+            memory_mib: 81920,
+            index: i,
+        })
+        .collect();
+    let register =
+        Register { name: "host".into(), gpus, gpu_type: None, running: Vec::new(), version: "test".into() };
+    let node = controller.register(register).await.unwrap().node;
+    let desired = controller.desired(DesiredQuery { node, after: 0, wait_ms: 1000 }).await.unwrap();
+    assert_eq!(desired.attempts.len(), 1);
+    assert_eq!(desired.attempts[0].gpu_uuids, ["GPU-0", "GPU-1"]);
+    let exited = AgentEvent::Exited { job: 0, attempt: 1, code: Some(0), signal: None, at_us: 0 };
+    controller.report(Report { node, events: vec![exited], gpu_stats: Vec::new() }).await.unwrap();
+    assert_eq!(controller.job(0).unwrap().1.status, JobStatus::Completed);
+    controller.shutdown().await;
+
+    let controller = Controller::start(config()).await.unwrap();
+    let (owner, view) = controller.job(0).unwrap();
+    assert_eq!(
+        (owner, view.status, view.exit_code, view.attempt),
+        (tenant, JobStatus::Completed, Some(0), 1)
+    );
+    assert_eq!(controller.health().replayed, 4, "tenant, submission, node joined, exit");
+    controller.shutdown().await;
+    let check = cotenant_live::history::replay_check(&pg.url()).await.unwrap();
+    assert!(check.ok(), "{check:?}");
+    assert!(check.commands_compared >= 1);
+}
