@@ -216,6 +216,10 @@ pub struct NodeView {
     /// Running jobs on it (empty for a tenant's token: others' ids are not shown).
     pub jobs: Vec<u32>,
     pub gpu_uuids: Vec<String>,
+    /// The agent's latest per-GPU utilization and memory readings, where NVML works
+    /// (empty for fake GPUs, and until the agent's first report).
+    #[serde(default)]
+    pub gpu_stats: Vec<crate::agent_api::GpuStat>,
 }
 
 /// `GET /v1/usage`: GPU-hours per tenant in `[since, until)` (Unix µs; default: all time).

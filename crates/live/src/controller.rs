@@ -149,7 +149,7 @@ struct Core {
 }
 
 /// An agent's liveness, in memory only.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Beat {
     last: Option<Instant>,
     last_us: Option<u64>,
@@ -157,6 +157,8 @@ struct Beat {
     polls: u32,
     /// The watchdog asked for `NodeLost` and waits for it to commit.
     lost_sent: bool,
+    /// The agent's latest GPU readings (NVML; none for fake GPUs). Not journaled.
+    gpu_stats: Vec<agent_api::GpuStat>,
 }
 
 /// Locks a mutex; a panic elsewhere while holding it leaves consistent data
@@ -356,8 +358,13 @@ impl Controller {
 
     /// Nodes with the ids of the jobs on them (http hides them from tenants).
     pub fn nodes(&self) -> Vec<api::NodeView> {
-        let beats: Vec<Option<u64>> = lock(&self.core().beats).iter().map(|b| b.last_us).collect();
-        lock(&self.core().state).nodes(&beats)
+        let (beats, stats): (Vec<Option<u64>>, Vec<Vec<agent_api::GpuStat>>) =
+            lock(&self.core().beats).iter().map(|b| (b.last_us, b.gpu_stats.clone())).unzip();
+        let mut nodes = lock(&self.core().state).nodes(&beats);
+        for (node, stats) in nodes.iter_mut().zip(stats) {
+            node.gpu_stats = stats;
+        }
+        nodes
     }
 
     /// GPU-hours per tenant in `[since, until)`, jobs whose first attempt
@@ -444,6 +451,11 @@ impl Controller {
         let core = self.core();
         let node = self.known_node(r.node)?;
         self.beat(node);
+        if !r.gpu_stats.is_empty() {
+            if let Some(beat) = lock(&core.beats).get_mut(node as usize) {
+                beat.gpu_stats = r.gpu_stats.clone();
+            }
+        }
         let mut answers = Vec::new();
         for event in r.events {
             let entry = match event {

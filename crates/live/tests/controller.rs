@@ -830,3 +830,27 @@ async fn concurrent_random_operations_keep_gpus_single_booked_and_replay_exactly
         controller.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_show_the_agents_latest_gpu_readings() {
+    let scratch = Scratch::new("gpu-stats");
+    let controller =
+        Controller::start(scratch.config(setup("2x2xA100-80GB", "fifo"), Duration::from_secs(30)))
+            .await
+            .unwrap();
+    let node = register(&controller, "host-a", 2, Vec::new()).await.node;
+    assert!(controller.nodes().iter().all(|n| n.gpu_stats.is_empty()), "no readings before a report");
+    let reading = |uuid: &str, pct| cotenant_live::agent_api::GpuStat {
+        uuid: uuid.into(),
+        utilization_pct: pct,
+        memory_used_mib: 1024,
+    };
+    let stats = vec![reading("GPU-host-a-0", 90), reading("GPU-host-a-1", 10)];
+    controller.report(Report { node, events: Vec::new(), gpu_stats: stats.clone() }).await.unwrap();
+    // A report without readings (fake GPUs, or a report of events only) keeps the last ones.
+    controller.report(Report { node, events: Vec::new(), gpu_stats: Vec::new() }).await.unwrap();
+    let nodes = controller.nodes();
+    assert_eq!(nodes[node as usize].gpu_stats, stats);
+    assert!(nodes[1 - node as usize].gpu_stats.is_empty());
+    controller.shutdown().await;
+}

@@ -267,9 +267,12 @@ pub fn nodes_table(nodes: &[NodeView], now_us: u64) -> String {
         ("FREE", Right),
         ("STATE", Left),
         ("HEARTBEAT", Left),
+        ("GPU UTIL", Right),
+        ("GPU MEM", Right),
         ("JOBS", Left),
     ]);
     for node in nodes {
+        let (util, mem) = gpu_readings(node);
         table.row(vec![
             node.name.clone(),
             node.gpu_type.clone(),
@@ -277,10 +280,24 @@ pub fn nodes_table(nodes: &[NodeView], now_us: u64) -> String {
             node.free_gpus.to_string(),
             node.state.clone(),
             node.last_heartbeat_us.map(|us| age(now_us, us)).unwrap_or_else(|| "never".into()),
+            util,
+            mem,
             list(&node.jobs.iter().map(u32::to_string).collect::<Vec<_>>()),
         ]);
     }
     table.render()
+}
+
+/// Mean utilization and total memory used over a node's GPUs, from its agent's
+/// latest NVML readings; `-` without readings (fake GPUs).
+fn gpu_readings(node: &NodeView) -> (String, String) {
+    if node.gpu_stats.is_empty() {
+        return ("-".into(), "-".into());
+    }
+    let count = node.gpu_stats.len() as f64;
+    let util = node.gpu_stats.iter().map(|s| f64::from(s.utilization_pct)).sum::<f64>() / count;
+    let mib: u64 = node.gpu_stats.iter().map(|s| s.memory_used_mib).sum();
+    (format!("{util:.0}%"), format!("{:.1} GiB", mib as f64 / 1024.0))
 }
 
 pub fn queue_table(entries: &[QueueEntry], now_us: u64) -> String {
@@ -354,6 +371,7 @@ pub fn tenants_table(tenants: &[TenantView]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cotenant_live::agent_api::GpuStat;
 
     /// 2026-12-01 13:37:44 UTC (checked with Python's calendar.timegm).
     const NOW_US: u64 = 1_796_132_264 * MICROS_PER_SECOND;
@@ -507,18 +525,23 @@ AT                       EVENT   DETAIL
             last_heartbeat_us: Some(NOW_US - 2 * MICROS_PER_SECOND),
             jobs: vec![9, 12],
             gpu_uuids: vec![],
+            gpu_stats: vec![
+                GpuStat { uuid: "GPU-0".into(), utilization_pct: 90, memory_used_mib: 40960 },
+                GpuStat { uuid: "GPU-1".into(), utilization_pct: 60, memory_used_mib: 20480 },
+            ],
         };
         let mut down = node.clone();
         down.name = "a100-80gb-1".into();
         down.state = "down".into();
         down.last_heartbeat_us = None;
         down.jobs = vec![];
+        down.gpu_stats = vec![];
         assert_eq!(
             nodes_table(&[node, down], NOW_US),
             "\
-NODE         TYPE       GPUS  FREE  STATE  HEARTBEAT  JOBS
-a100-80gb-0  A100-80GB     2     1  up     2s ago     9,12
-a100-80gb-1  A100-80GB     2     1  down   never      -
+NODE         TYPE       GPUS  FREE  STATE  HEARTBEAT  GPU UTIL   GPU MEM  JOBS
+a100-80gb-0  A100-80GB     2     1  up     2s ago          75%  60.0 GiB  9,12
+a100-80gb-1  A100-80GB     2     1  down   never             -         -  -
 "
         );
         let entry = QueueEntry {

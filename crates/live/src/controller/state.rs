@@ -240,6 +240,7 @@ impl State {
                     last_heartbeat_us: last_heartbeat_us.get(i).copied().flatten(),
                     jobs: jobs_on.get(&(i as u32)).map_or_else(Vec::new, |s| s.iter().copied().collect()),
                     gpu_uuids: node.gpu_uuids.clone(),
+                    gpu_stats: Vec::new(),
                 }
             })
             .collect()
