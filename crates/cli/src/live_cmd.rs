@@ -423,16 +423,8 @@ fn parse_signal_arg(text: &str) -> Result<String, String> {
 }
 
 fn parse_status(text: &str) -> Result<JobStatus, String> {
-    const ALL: [JobStatus; 6] = [
-        JobStatus::Pending,
-        JobStatus::Running,
-        JobStatus::Completed,
-        JobStatus::Failed,
-        JobStatus::Cancelled,
-        JobStatus::Lost,
-    ];
-    ALL.into_iter().find(|s| s.as_str().eq_ignore_ascii_case(text.trim())).ok_or_else(|| {
-        let names: Vec<&str> = ALL.iter().map(|s| s.as_str()).collect();
+    JobStatus::ALL.into_iter().find(|s| s.as_str().eq_ignore_ascii_case(text.trim())).ok_or_else(|| {
+        let names: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
         format!("'{text}': one of {}", names.join(", "))
     })
 }

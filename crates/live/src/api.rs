@@ -93,6 +93,16 @@ pub enum JobStatus {
 }
 
 impl JobStatus {
+    /// Every status, in the order of the state machine.
+    pub const ALL: [JobStatus; 6] = [
+        JobStatus::Pending,
+        JobStatus::Running,
+        JobStatus::Completed,
+        JobStatus::Failed,
+        JobStatus::Cancelled,
+        JobStatus::Lost,
+    ];
+
     pub fn is_terminal(self) -> bool {
         !matches!(self, JobStatus::Pending | JobStatus::Running)
     }

@@ -351,6 +351,12 @@ impl Controller {
         lock(&self.core().state).list_jobs(tenant, status, since, until, after, limit)
     }
 
+    /// How many jobs are in each status, in [`api::JobStatus::ALL`]'s order
+    /// (for `/metrics`: no job views are built).
+    pub fn status_counts(&self) -> [u64; 6] {
+        lock(&self.core().state).status_counts()
+    }
+
     /// (tenant id, entry) for every pending job, in the engine's order.
     pub fn queue(&self) -> Vec<(u32, api::QueueEntry)> {
         lock(&self.core().state).queue()

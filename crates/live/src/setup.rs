@@ -568,7 +568,7 @@ impl Live {
                         format!("to {} GPUs", gpus.len()),
                     );
                 }
-                let nodes: BTreeSet<u32> = gpus.iter().map(|&g| self.engine.cluster().node_of(g).0).collect();
+                let nodes = nodes_of_gpus(self.engine.cluster(), gpus);
                 if let Some(record) = self.jobs.get_mut(job.index()) {
                     record.status = JobStatus::Running;
                     record.attempt += 1;
@@ -621,7 +621,7 @@ impl Live {
     fn close_attempt(&mut self, job: u32, at_us: u64, status: JobStatus, kind: &str, detail: String) {
         let cluster = self.engine.cluster();
         let Some(record) = self.jobs.get_mut(job as usize) else { return };
-        let nodes: BTreeSet<u32> = record.gpus.iter().map(|&g| cluster.node_of(g).0).collect();
+        let nodes = nodes_of_gpus(cluster, &record.gpus);
         if let Some(decided) = record.decided_us.filter(|_| !record.gpus.is_empty()) {
             record.gpu_us += at_us.saturating_sub(decided) * record.gpus.len() as u64;
         }
@@ -657,10 +657,7 @@ impl Live {
         if record.up {
             for &job in &self.on_node[node as usize] {
                 let Some(state) = self.jobs.get(job as usize) else { continue };
-                let job_nodes: Vec<u32> = {
-                    let set: BTreeSet<u32> = state.gpus.iter().map(|&g| cluster.node_of(g).0).collect();
-                    set.into_iter().collect()
-                };
+                let job_nodes = nodes_of_gpus(cluster, &state.gpus);
                 let Some(rank) = job_nodes.iter().position(|&n| n == node) else { continue };
                 let uuids = state
                     .gpus
@@ -706,7 +703,7 @@ impl Live {
     pub fn view(&self, id: u32) -> Option<JobView> {
         let job = self.jobs.get(id as usize).filter(|j| !j.request.command.is_empty())?;
         let cluster = self.engine.cluster();
-        let nodes: BTreeSet<u32> = job.gpus.iter().map(|&g| cluster.node_of(g).0).collect();
+        let nodes = nodes_of_gpus(cluster, &job.gpus);
         let reason = match job.status {
             JobStatus::Pending => self.engine.job(JobId(id)).and_then(|s| s.verdict).map(|v| v.to_string()),
             _ => job.end_reason.clone(),
@@ -755,10 +752,28 @@ impl Live {
         self.engine.job(JobId(id)).is_some_and(|s| matches!(s.phase, Phase::Pending | Phase::Running))
     }
 
+    /// The nodes job `id`'s current attempt holds GPUs on (empty when it holds none).
+    pub fn nodes_of(&self, id: u32) -> BTreeSet<u32> {
+        self.jobs
+            .get(id as usize)
+            .map_or_else(BTreeSet::new, |j| nodes_of_gpus(self.engine.cluster(), &j.gpus))
+    }
+
+    /// The jobs whose current attempt holds GPUs on `node` (none for an unknown node).
+    pub fn jobs_on(&self, node: u32) -> &BTreeSet<u32> {
+        static NONE: BTreeSet<u32> = BTreeSet::new();
+        self.on_node.get(node as usize).unwrap_or(&NONE)
+    }
+
     /// GPU type id of a declared node (for `api::NodeView`).
     pub fn node_type(&self, node: u32) -> GpuTypeId {
         self.engine.cluster().node(NodeId(node)).gpu_type
     }
+}
+
+/// The nodes that hold any of `gpus`, ascending.
+fn nodes_of_gpus(cluster: &cotenant_core::Cluster, gpus: &[GpuId]) -> BTreeSet<u32> {
+    gpus.iter().map(|&g| cluster.node_of(g).0).collect()
 }
 
 impl JobRecord {

@@ -3,7 +3,7 @@
 //! GPU intervals for usage). Only the engine task changes it, through
 //! [`State::apply`], the same function the start-up replay uses.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use cotenant_core::{Command, JobId, NodeId};
@@ -103,15 +103,10 @@ impl State {
 
     /// Running (job, attempt) pairs with a GPU on `node`.
     pub fn attempts_on(&self, node: u32) -> Vec<(u32, u32)> {
-        let cluster = self.live.engine().cluster();
-        if node as usize >= cluster.node_count() {
-            return Vec::new();
-        }
-        let mut jobs: Vec<u32> = cluster.jobs_on(NodeId(node)).iter().map(|j| j.0).collect();
-        jobs.sort_unstable();
-        jobs.dedup();
-        jobs.into_iter()
-            .filter_map(|j| {
+        self.live
+            .jobs_on(node)
+            .iter()
+            .filter_map(|&j| {
                 self.live.job(j).filter(|r| r.status == JobStatus::Running).map(|r| (j, r.attempt))
             })
             .collect()
@@ -119,10 +114,7 @@ impl State {
 
     /// The nodes job `job`'s current attempt runs on.
     pub fn nodes_of(&self, job: u32) -> BTreeSet<u32> {
-        let cluster = self.live.engine().cluster();
-        self.live
-            .job(job)
-            .map_or_else(BTreeSet::new, |r| r.gpus.iter().map(|&g| cluster.node_of(g).0).collect())
+        self.live.nodes_of(job)
     }
 
     pub fn job(&self, id: u32) -> Option<(u32, JobView)> {
@@ -188,6 +180,17 @@ impl State {
     }
 
     /// Pending jobs in the engine's order, with their wait verdicts.
+    /// How many jobs are in each status, in [`JobStatus::ALL`]'s order.
+    pub fn status_counts(&self) -> [u64; 6] {
+        let mut counts = [0; 6];
+        for record in self.live.jobs().iter().filter(|j| !j.request.command.is_empty()) {
+            if let Some(i) = JobStatus::ALL.iter().position(|&s| s == record.status) {
+                counts[i] += 1;
+            }
+        }
+        counts
+    }
+
     pub fn queue(&self) -> Vec<(u32, api::QueueEntry)> {
         let tenants = self.live.tenants();
         self.live
@@ -218,12 +221,6 @@ impl State {
     /// Nodes with the jobs running on them; `last_heartbeat_us` per node.
     pub fn nodes(&self, last_heartbeat_us: &[Option<u64>]) -> Vec<api::NodeView> {
         let cluster = self.live.engine().cluster();
-        let mut jobs_on: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
-        for &job in self.live.engine().running() {
-            for node in self.nodes_of(job.0) {
-                jobs_on.entry(node).or_default().insert(job.0);
-            }
-        }
         self.live
             .nodes()
             .iter()
@@ -238,7 +235,7 @@ impl State {
                     free_gpus: free.min(node.decl.gpus),
                     state: if node.up { "up" } else { "down" }.to_string(),
                     last_heartbeat_us: last_heartbeat_us.get(i).copied().flatten(),
-                    jobs: jobs_on.get(&(i as u32)).map_or_else(Vec::new, |s| s.iter().copied().collect()),
+                    jobs: self.live.jobs_on(i as u32).iter().copied().collect(),
                     gpu_uuids: node.gpu_uuids.clone(),
                     gpu_stats: Vec::new(),
                 }
@@ -326,6 +323,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::setup::{parse_nodes, ServerSetup};
+    use std::collections::BTreeMap;
 
     const S: u64 = 1_000_000;
 

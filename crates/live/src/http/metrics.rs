@@ -59,27 +59,18 @@ pub(super) async fn time_request(State(app): State<App>, request: Request, next:
 
 pub(super) async fn render(State(app): State<App>) -> Response {
     let controller = app.controller();
-    let (jobs, _) = controller.list_jobs(None, None, 0, u64::MAX, None, usize::MAX);
-    let statuses = [
-        JobStatus::Pending,
-        JobStatus::Running,
-        JobStatus::Completed,
-        JobStatus::Failed,
-        JobStatus::Cancelled,
-        JobStatus::Lost,
-    ];
+    let counts = controller.status_counts();
     let nodes = controller.nodes();
     let metrics = &app.0.metrics;
     let mut out = String::new();
     out.push_str("# HELP cotenant_jobs Jobs by status.\n# TYPE cotenant_jobs gauge\n");
-    for status in statuses {
-        let n = jobs.iter().filter(|j| j.status == status).count();
+    for (status, n) in JobStatus::ALL.iter().zip(counts) {
         let _ = writeln!(out, "cotenant_jobs{{status=\"{}\"}} {n}", status.as_str());
     }
     let _ = writeln!(
         out,
         "# HELP cotenant_pending_jobs Jobs waiting in the queue.\n# TYPE cotenant_pending_jobs gauge\ncotenant_pending_jobs {}",
-        controller.queue().len()
+        counts[0]
     );
     let _ = writeln!(
         out,
