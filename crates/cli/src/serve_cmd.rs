@@ -474,6 +474,7 @@ fn base_config(
     Ok(ServeConfig {
         model,
         replicas: deployment.replicas,
+        pipeline_parallel: 1,
         scheduler: SchedulerConfig {
             kind,
             limits,

@@ -53,6 +53,9 @@ const ADMISSION_WATERMARK_DIVISOR: u64 = 100;
 pub struct ServeConfig {
     pub model: Roofline,
     pub replicas: u32,
+    /// Pipeline-parallel stages per replica (each stage holds `layers / pp` layers on
+    /// `model.tensor_parallel` GPUs); 1 = no pipeline parallelism.
+    pub pipeline_parallel: u32,
     pub scheduler: SchedulerConfig,
     pub router: RouterKind,
     /// Tokens per KV block (vLLM: 16).
@@ -277,6 +280,13 @@ fn validate(workload: &Workload, config: &ServeConfig) -> Result<u64, ServeError
         return Err(ServeError::ZeroBlockTokens);
     }
     let bad = |field, value: String, allowed| Err(ServeError::BadConfig { field, value, allowed });
+    if config.pipeline_parallel != 1 {
+        return bad(
+            "pipeline_parallel",
+            config.pipeline_parallel.to_string(),
+            "1 (pipeline parallelism is not modelled yet)",
+        );
+    }
     let utilization = config.memory_utilization;
     if !(utilization.is_finite() && utilization > 0.0 && utilization <= 1.0) {
         return bad("memory_utilization", utilization.to_string(), "a fraction in (0, 1]");

@@ -50,6 +50,7 @@ fn config(kind: SchedulerKind, tenants: &[TenantSpec], kv_tokens: u64, budget: u
     ServeConfig {
         model: llama8b_h100(),
         replicas: 1,
+        pipeline_parallel: 1,
         scheduler: SchedulerConfig {
             kind,
             limits: BatchLimits { token_budget: budget, ..BatchLimits::default() },
