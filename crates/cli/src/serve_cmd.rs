@@ -491,6 +491,8 @@ fn base_config(
         slo,
         service_window: Span::from_secs(1),
         attribution_eval: None,
+        max_concurrency: None,
+        disagg: None,
     })
 }
 

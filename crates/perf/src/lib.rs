@@ -12,6 +12,7 @@ pub mod roofline;
 pub mod slice_speed;
 pub mod synergy;
 pub mod throughput;
+pub mod transfer;
 
 pub use gpu::{find_gpu, GpuSpec, GIB, GPU_CATALOG};
 pub use memory::{ActivationBatch, MemoryPlan};

@@ -10,8 +10,10 @@
 //! plain structs that the CLI serializes.
 
 pub mod attribution;
+pub mod closed_loop;
 pub mod kv;
 pub mod metrics;
+pub mod pipeline;
 pub mod plan;
 pub mod request;
 pub mod router;

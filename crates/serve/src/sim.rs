@@ -5,16 +5,20 @@
 //! replica): completions before arrivals at the same microsecond, lower replica first.
 //! Nothing random happens here; the same inputs give the same result.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use cotenant_core::limits::MAX_SHARE_WINDOWS;
 use cotenant_core::{Span, TenantSpec, Time};
+use cotenant_perf::transfer::Link;
 use cotenant_perf::{ActivationBatch, BatchEntry, MemoryPlan, Roofline, GIB};
 
 use crate::attribution::{llmvisor_shares_with_own, AttributionErrors, AttributionEval};
+use crate::closed_loop::ClosedLoop;
 use crate::kv::{KvPool, KvStats};
 use crate::metrics::Histogram;
+use crate::pipeline::{stage_memory_plan, stage_times, Stages};
 use crate::request::{Request, RequestId, Workload};
 use crate::router::{Router, RouterKind};
 use crate::scheduler::{build_scheduler, BatchLimits, Pick, RequestScheduler, SchedCx, SchedulerConfig};
@@ -72,6 +76,11 @@ pub struct ServeConfig {
     /// Length of the windows the service-difference metric is measured over.
     pub service_window: Span,
     pub attribution_eval: Option<AttributionEval>,
+    /// Closed-loop clients: at most this many requests in flight, the next issued when
+    /// one finishes (vLLM's benchmark `--max-concurrency`); `None` replays arrivals open-loop.
+    pub max_concurrency: Option<u32>,
+    /// Disaggregated prefill and decode pools (replaces `replicas`); `None` colocates.
+    pub disagg: Option<DisaggConfig>,
 }
 
 impl ServeConfig {
@@ -80,14 +89,15 @@ impl ServeConfig {
     pub fn memory_plan(&self) -> MemoryPlan {
         let limits = self.scheduler.limits;
         let batch = ActivationBatch { tokens: limits.token_budget, sequences: limits.max_seqs };
-        MemoryPlan::new(
+        let whole = MemoryPlan::new(
             &self.model.model,
             &self.model.gpu,
             self.model.tensor_parallel,
             self.memory_utilization,
             batch,
             self.activation_reserve_bytes,
-        )
+        );
+        stage_memory_plan(&self.model.model, self.model.tensor_parallel, self.pipeline_parallel, &whole)
     }
 
     /// KV-cache tokens per replica: the override, or [`Self::memory_plan`]'s.
@@ -165,6 +175,12 @@ pub struct ServeResult {
     pub attribution: Option<AttributionErrors>,
     /// Wall-clock-free work counter: attribution calls made (one per iteration).
     pub attribution_calls: u64,
+    /// Closed loop: when each request was issued (its latency is measured from there);
+    /// empty for an open-loop run. See [`crate::closed_loop::issued_workload`].
+    pub issued: Vec<Time>,
+    /// Disaggregated pools: KV transfers made and their total time, µs.
+    pub kv_transfers: u64,
+    pub kv_transfer_us: u64,
 }
 
 #[derive(Debug)]
@@ -185,6 +201,29 @@ struct Replica {
     batch_span: Span,
     outstanding_tokens: u64,
     admissions: u64,
+    /// Pipeline parallelism (pp > 1): stages and the micro-batches in flight.
+    pipeline: Option<Pipeline>,
+    role: Role,
+}
+
+/// A replica's pipeline stages and the micro-batches in them, oldest first.
+#[derive(Debug)]
+struct Pipeline {
+    depth: usize,
+    stages: Stages,
+    link: Link,
+    in_flight: VecDeque<InFlight>,
+    stage_s: Vec<f64>,
+}
+
+/// A launched micro-batch (the replica's batch fields, moved out until it completes).
+#[derive(Debug)]
+struct InFlight {
+    ids: Vec<RequestId>,
+    entries: Vec<BatchEntry>,
+    prefill: Vec<bool>,
+    own_s: Vec<f64>,
+    span: Span,
 }
 
 /// Shared read-only context of a run.
@@ -199,60 +238,135 @@ struct World<'a> {
 /// Runs the workload to completion.
 pub fn simulate(workload: &Workload, config: &ServeConfig) -> Result<ServeResult, ServeError> {
     let capacity_tokens = validate(workload, config)?;
-    let world = World {
-        requests: &workload.requests,
-        tenants: &workload.tenants,
-        model: &config.model,
-        slo: config.slo,
-        prefix_block_tokens: workload.prefix_block_tokens,
-    };
     let capacity_blocks = capacity_tokens / u64::from(config.kv_block_tokens);
-    let mut replicas: Vec<Replica> =
-        (0..config.replicas).map(|_| new_replica(workload, config, capacity_blocks)).collect();
+    let replica_count = config.disagg.map_or(config.replicas, |d| d.prefill + d.decode);
+    let mut replicas: Vec<Replica> = (0..replica_count)
+        .map(|r| new_replica(workload, config, capacity_blocks, Role::of(config.disagg, r)))
+        .collect();
     let mut run = Run::new(workload, config, capacity_tokens);
     let mut router = Router::new(config.router);
+    let mut disagg = config.disagg.map(|d| Disagg::new(d, config));
+    let mut closed = config.max_concurrency.map(ClosedLoop::new);
+    // Closed loop: each request's arrival becomes its issue time, which schedulers see.
+    let mut requests: Cow<'_, [Request]> = Cow::Borrowed(&workload.requests);
+    if closed.is_some() {
+        requests = Cow::Owned(workload.requests.clone());
+    }
     let mut completions: BinaryHeap<Reverse<(Time, usize)>> = BinaryHeap::new();
+    // Pipelines: when a replica's first stage frees for its next micro-batch.
+    let mut wakeups: BinaryHeap<Reverse<(Time, usize)>> = BinaryHeap::new();
     let mut next_arrival = 0;
-    let mut outstanding = vec![0_u64; replicas.len()];
-    loop {
-        let arrival_time = world.requests.get(next_arrival).map(|r| r.arrival);
-        let completion_time = completions.peek().map(|Reverse((t, _))| *t);
-        let now = match (arrival_time, completion_time) {
-            (None, None) => break,
-            (Some(a), Some(c)) => a.min(c),
-            (Some(a), None) => a,
-            (None, Some(c)) => c,
-        };
-        while let Some(&Reverse((t, r))) = completions.peek() {
-            if t != now {
-                break;
-            }
-            completions.pop();
-            run.finish_iteration(&world, &mut replicas[r], now);
+    let arrival_replicas = config.disagg.map_or(replicas.len(), |d| d.prefill as usize);
+    let mut outstanding = vec![0_u64; arrival_replicas];
+    let issue_time = |closed: &Option<ClosedLoop>, next: usize, finished: u64| {
+        let arrival = workload.requests.get(next)?.arrival;
+        match closed {
+            Some(closed) => closed.next_issue(arrival, finished),
+            None => Some(arrival),
         }
-        while world.requests.get(next_arrival).is_some_and(|req| req.arrival == now) {
-            for (r, replica) in replicas.iter().enumerate() {
+    };
+    loop {
+        let next_event = [
+            issue_time(&closed, next_arrival, run.finished),
+            completions.peek().map(|Reverse((t, _))| *t),
+            wakeups.peek().map(|Reverse((t, _))| *t),
+            disagg.as_ref().and_then(Disagg::next_event),
+        ];
+        let Some(now) = next_event.into_iter().flatten().min() else { break };
+        {
+            let world = World::new(&requests, workload, config);
+            let finished_before = run.finished;
+            while let Some(&Reverse((t, r))) = completions.peek() {
+                if t != now {
+                    break;
+                }
+                completions.pop();
+                run.complete_batch(&world, &mut replicas[r], now);
+                if let Some(disagg) = disagg.as_mut() {
+                    disagg.hand_off(&mut run, &world, &mut replicas, r);
+                }
+            }
+            while wakeups.peek().is_some_and(|Reverse((t, _))| *t == now) {
+                wakeups.pop();
+            }
+            if let Some(disagg) = disagg.as_mut() {
+                disagg.finish_transfers(&mut run, &world, &mut replicas, now);
+            }
+            if let Some(closed) = closed.as_mut() {
+                if run.finished > finished_before {
+                    closed.on_finished(now);
+                }
+            }
+        }
+        let mut issued = next_arrival;
+        while issue_time(&closed, issued, run.finished) == Some(now) {
+            if let Some(closed) = closed.as_mut() {
+                closed.issue(now);
+                requests.to_mut()[issued].arrival = now;
+            }
+            issued += 1;
+        }
+        let world = World::new(&requests, workload, config);
+        while next_arrival < issued {
+            for (r, replica) in replicas.iter().take(arrival_replicas).enumerate() {
                 outstanding[r] = replica.outstanding_tokens;
             }
             let target = router.route(&world.requests[next_arrival], &outstanding);
             run.arrive(&world, &mut replicas[target], target, next_arrival as RequestId, now);
             next_arrival += 1;
         }
+        if let Some(disagg) = disagg.as_mut() {
+            disagg.start_transfers(&mut run, &mut replicas, &config.model.model, now);
+        }
         run.note_backlog(now);
         for (r, replica) in replicas.iter_mut().enumerate() {
+            if let Some(pipeline) = &replica.pipeline {
+                replica.busy =
+                    pipeline.in_flight.len() >= pipeline.depth || pipeline.stages.first_free() > now;
+            }
             if !replica.busy {
                 if let Some(end) = run.start_iteration(&world, replica, now) {
                     completions.push(Reverse((end, r)));
+                    if let Some(pipeline) = &replica.pipeline {
+                        if pipeline.in_flight.len() < pipeline.depth {
+                            wakeups.push(Reverse((pipeline.stages.first_free(), r)));
+                        }
+                    }
                 }
             }
         }
     }
-    Ok(run.into_result(replicas))
+    let mut result = run.into_result(replicas);
+    result.issued = closed.map(|c| c.times).unwrap_or_default();
+    if let Some(disagg) = disagg {
+        (result.kv_transfers, result.kv_transfer_us) = (disagg.transfers, disagg.transfer_us);
+    }
+    Ok(result)
 }
 
-fn new_replica(workload: &Workload, config: &ServeConfig, capacity_blocks: u64) -> Replica {
+impl<'a> World<'a> {
+    fn new(requests: &'a [Request], workload: &'a Workload, config: &'a ServeConfig) -> World<'a> {
+        World {
+            requests,
+            tenants: &workload.tenants,
+            model: &config.model,
+            slo: config.slo,
+            prefix_block_tokens: workload.prefix_block_tokens,
+        }
+    }
+}
+
+fn new_replica(workload: &Workload, config: &ServeConfig, capacity_blocks: u64, role: Role) -> Replica {
     let scheduler = build_scheduler(&config.scheduler, &config.model);
     let tenants = workload.tenants.len();
+    let pp = config.pipeline_parallel;
+    let pipeline = (pp > 1).then(|| Pipeline {
+        depth: pp as usize,
+        stages: Stages::new(pp),
+        link: Link::between_stages(&config.model.gpu, config.model.tensor_parallel, pp),
+        in_flight: VecDeque::new(),
+        stage_s: Vec::new(),
+    });
     Replica {
         limits: scheduler.limits(),
         scheduler,
@@ -269,6 +383,8 @@ fn new_replica(workload: &Workload, config: &ServeConfig, capacity_blocks: u64) 
         batch_span: Span::ZERO,
         outstanding_tokens: 0,
         admissions: 0,
+        pipeline,
+        role,
     }
 }
 
@@ -280,12 +396,15 @@ fn validate(workload: &Workload, config: &ServeConfig) -> Result<u64, ServeError
         return Err(ServeError::ZeroBlockTokens);
     }
     let bad = |field, value: String, allowed| Err(ServeError::BadConfig { field, value, allowed });
-    if config.pipeline_parallel != 1 {
-        return bad(
-            "pipeline_parallel",
-            config.pipeline_parallel.to_string(),
-            "1 (pipeline parallelism is not modelled yet)",
-        );
+    let pp = config.pipeline_parallel;
+    if pp == 0 || pp > config.model.model.layers {
+        return bad("pipeline_parallel", pp.to_string(), "between 1 and the model's layers");
+    }
+    if config.max_concurrency == Some(0) {
+        return bad("max_concurrency", "0".into(), "at least 1");
+    }
+    if let Some(disagg) = config.disagg {
+        disagg.validate()?;
     }
     let utilization = config.memory_utilization;
     if !(utilization.is_finite() && utilization > 0.0 && utilization <= 1.0) {
@@ -370,6 +489,10 @@ struct Run {
     share_scratch: Vec<f64>,
     share_ns: Vec<u64>,
     order_scratch: Vec<RequestId>,
+    /// Pipelines: whether each request is in a micro-batch in flight (empty when pp = 1).
+    in_flight: Vec<bool>,
+    /// Requests finished so far (closed-loop clients issue on each).
+    finished: u64,
 }
 
 impl Run {
@@ -394,7 +517,17 @@ impl Run {
             share_scratch: Vec::new(),
             share_ns: Vec::new(),
             order_scratch: Vec::new(),
+            in_flight: if config.pipeline_parallel > 1 {
+                vec![false; workload.requests.len()]
+            } else {
+                Vec::new()
+            },
+            finished: 0,
         }
+    }
+
+    fn is_in_flight(&self, id: RequestId) -> bool {
+        self.in_flight.get(id as usize).copied().unwrap_or(false)
     }
 
     fn window(&mut self, now: Time) -> usize {
@@ -444,11 +577,65 @@ impl Run {
             return None;
         }
         let duration_s = world.model.iteration_s_with_own(&replica.batch_entries, &mut replica.batch_own_s);
+        if replica.pipeline.is_some() {
+            return Some(self.launch_micro_batch(world, replica, duration_s, now));
+        }
         let duration = Span::from_secs_f64_ceil(duration_s).max(Span(1));
         replica.busy = true;
         replica.batch_span = duration;
         self.busy_us += duration.0;
         Some(now + duration)
+    }
+
+    /// Sends the formed batch into the replica's pipeline (see [`crate::pipeline`]) and
+    /// returns when it leaves the last stage. Its requests sit out until then.
+    fn launch_micro_batch(
+        &mut self,
+        world: &World<'_>,
+        replica: &mut Replica,
+        duration_s: f64,
+        now: Time,
+    ) -> Time {
+        let Some(pipeline) = replica.pipeline.as_mut() else { return now };
+        let depth = pipeline.depth as u32;
+        let transfer_s = stage_times(
+            world.model,
+            pipeline.link,
+            depth,
+            &replica.batch_entries,
+            duration_s,
+            &mut pipeline.stage_s,
+        );
+        let launch = pipeline.stages.launch(now, &pipeline.stage_s, transfer_s);
+        for &id in &replica.batch_ids {
+            self.in_flight[id as usize] = true;
+        }
+        pipeline.in_flight.push_back(InFlight {
+            ids: std::mem::take(&mut replica.batch_ids),
+            entries: std::mem::take(&mut replica.batch_entries),
+            prefill: std::mem::take(&mut replica.batch_prefill),
+            own_s: std::mem::take(&mut replica.batch_own_s),
+            span: launch.stage_work,
+        });
+        replica.busy = true;
+        // A replica's busy time: its stages' mean busy time.
+        self.busy_us += launch.stage_work.0 / u64::from(depth);
+        launch.end
+    }
+
+    /// An iteration (pp = 1) or the oldest micro-batch in flight (pp > 1) completes.
+    fn complete_batch(&mut self, world: &World<'_>, replica: &mut Replica, now: Time) {
+        if let Some(done) = replica.pipeline.as_mut().and_then(|p| p.in_flight.pop_front()) {
+            for &id in &done.ids {
+                self.in_flight[id as usize] = false;
+            }
+            replica.batch_ids = done.ids;
+            replica.batch_entries = done.entries;
+            replica.batch_prefill = done.prefill;
+            replica.batch_own_s = done.own_s;
+            replica.batch_span = done.span;
+        }
+        self.finish_iteration(world, replica, now);
     }
 
     fn form_batch(&mut self, world: &World<'_>, replica: &mut Replica, now: Time) {
@@ -476,6 +663,7 @@ impl Run {
         for &id in &order {
             let seq = &self.seqs[id as usize];
             if seq.phase != Phase::Running
+                || self.is_in_flight(id)
                 || replica.batch_ids.len() >= replica.limits.max_seqs as usize
                 || *budget == 0
             {
@@ -510,7 +698,10 @@ impl Run {
         let need = self.private_blocks_needed(replica, id, tokens);
         while !replica.kv.try_allocate(need) {
             let victim = replica.running.iter().rev().copied().find(|&v| {
-                v != id && self.seqs[v as usize].phase == Phase::Running && !replica.batch_ids.contains(&v)
+                v != id
+                    && self.seqs[v as usize].phase == Phase::Running
+                    && !replica.batch_ids.contains(&v)
+                    && !self.is_in_flight(v)
             });
             match victim {
                 Some(victim) => self.preempt(world, replica, victim),
@@ -738,6 +929,7 @@ impl Run {
         seq.private_blocks = 0;
         seq.phase = Phase::Done;
         seq.finish = Some(now);
+        self.finished += 1;
         replica.backlog[request.tenant.index()] -= 1;
         replica.outstanding_tokens -= u64::from(request.prompt_tokens) + u64::from(request.output_tokens);
         replica.scheduler.on_finish(id, request);
@@ -761,6 +953,15 @@ impl Run {
             kv_capacity_tokens: self.kv_capacity_tokens,
             attribution: self.attribution,
             attribution_calls: self.attribution_calls,
+            issued: Vec::new(),
+            kv_transfers: 0,
+            kv_transfer_us: 0,
         }
     }
 }
+
+// After `sched_cx!`, which it uses.
+#[path = "disagg.rs"]
+pub mod disagg;
+use disagg::Disagg;
+pub use disagg::{DisaggConfig, Role};

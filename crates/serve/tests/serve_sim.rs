@@ -67,6 +67,8 @@ fn config(kind: SchedulerKind, tenants: &[TenantSpec], kv_tokens: u64, budget: u
         slo,
         service_window: Span::from_secs(1),
         attribution_eval: None,
+        max_concurrency: None,
+        disagg: None,
     }
 }
 
