@@ -19,8 +19,10 @@ use cotenant_report::serve_report::serve_report_html;
 use cotenant_report::serve_saved::{read_saved_results, saved_results_json, saved_run_json};
 use cotenant_report::serve_table::{plan_table_text, serve_run_text, ServeRunText};
 use cotenant_serve::attribution::AttributionEval;
+use cotenant_serve::closed_loop::issued_workload;
 use cotenant_serve::plan::{goodput_search, plan_serve, with_windows_for, GOODPUT_ATTAINMENT};
 use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
+use cotenant_serve::sim::disagg::{disagg_search, DisaggConfig};
 use cotenant_serve::synthetic::{expected_requests_bound, generate, SyntheticTenant};
 use cotenant_serve::{
     simulate, summarize, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Summary, Workload,
@@ -93,6 +95,10 @@ mod flag {
 const MAX_SPAN_S: f64 = MAX_REQUEST_SPAN.0 as f64 / 1e6;
 /// Most tensor-parallel GPUs per replica.
 const MAX_TENSOR_PARALLEL: u32 = 1024;
+/// Most pipeline stages per replica (the model's layers bound it further).
+const MAX_PIPELINE_PARALLEL: u32 = 1024;
+/// Most closed-loop clients.
+const MAX_CONCURRENCY: u32 = 1 << 24;
 /// Most sequences one replica batches.
 const MAX_BATCH_SEQS: u32 = 1 << 16;
 /// Largest per-iteration token budget.
@@ -205,6 +211,15 @@ pub struct DeploymentArgs {
     /// TBT/TPOT objective (ms per output token), in (0, 86400000].
     #[arg(long, default_value_t = 100.0, value_parser = float_in(Open(0.0), Closed(MAX_SLO_MS)))]
     pub slo_tbt_ms: f64,
+    /// Pipeline-parallel stages per replica, each holding about layers/PP layers on --tp
+    /// GPUs, with up to PP micro-batches in flight (1 to the model's layers).
+    #[arg(long, default_value_t = 1, value_parser = integer_in(1, MAX_PIPELINE_PARALLEL))]
+    pub pp: u32,
+    /// Disaggregated prefill and decode pools instead of --replicas:
+    /// prefill=N,decode=M[,link=GBPS][,latency_us=L] (default link: NVLink when all the
+    /// GPUs fit one 8-GPU node, else a 50 GB/s NIC; see docs/serving.md).
+    #[arg(long, value_name = "SPEC")]
+    pub disagg: Option<String>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -240,6 +255,11 @@ pub struct ServeSimArgs {
     /// Also search the goodput: the largest rate scale with >= 90% SLO attainment.
     #[arg(long)]
     pub goodput: bool,
+    /// Closed-loop clients, as vLLM's benchmark_serving.py --max-concurrency: at most N
+    /// requests in flight, the next issued when one finishes (at its trace arrival if
+    /// later); latencies are measured from issue (1 to 16777216).
+    #[arg(long, value_name = "N", value_parser = integer_in(1, MAX_CONCURRENCY))]
+    pub max_concurrency: Option<u32>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -269,7 +289,7 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
         let started = Instant::now();
         let result = simulate(&workload, &config).with_context(|| format!("simulating {}", kind.name()))?;
         let wall_s = started.elapsed().as_secs_f64();
-        let summary: Summary = summarize(&workload, &result, config.slo);
+        let summary: Summary = summarize(&offered(&workload, &result), &result, config.slo);
         if args.save.is_some() || args.report.is_some() {
             saved_runs.push(saved_run_json(&workload, &config, &summary, &result));
         }
@@ -280,6 +300,10 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
         }
         if args.windows {
             report["windows"] = windows_json(&result.windows);
+        }
+        let structure = structure_json(&config, &result);
+        if let Some(structure) = &structure {
+            report["structure"] = structure.clone();
         }
         if args.bench {
             report["bench"] = bench_json(&bench_figures(&workload, &config, &result, wall_s));
@@ -310,6 +334,9 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
                     sustained_span_s: MIN_PLAN_ARRIVAL_SPAN_S,
                 })
             );
+            if let Some(structure) = &structure {
+                println!("  {}", structure_text(structure));
+            }
         }
         reports.push(report);
         last_config = Some(config);
@@ -418,6 +445,17 @@ fn check_tensor_parallel(flag: &str, tp: u32, model: &ModelShape) -> Result<()> 
     )
 }
 
+fn check_pipeline_parallel(flag: &str, pp: u32, model: &ModelShape) -> Result<()> {
+    if pp >= 1 && pp <= model.layers {
+        return Ok(());
+    }
+    bail!(
+        "{flag} {pp}: {} has {} layers; the pipeline-parallel degree must be between 1 and that",
+        model.name,
+        model.layers
+    )
+}
+
 /// Seconds between the first and the last arrival.
 fn arrival_span_s(workload: &Workload) -> f64 {
     workload.arrival_span().as_secs_f64()
@@ -471,10 +509,16 @@ fn base_config(
         decode_first: false,
     };
     let drift = DriftConfig { default_prior_tokens: drift_prior_tokens, ..DriftConfig::default() };
+    check_pipeline_parallel("--pp", deployment.pp, &model.model)?;
+    let disagg = deployment
+        .disagg
+        .as_deref()
+        .map(|spec| DisaggConfig::parse(spec).map_err(|e| anyhow::anyhow!("--disagg {spec}: {e}")))
+        .transpose()?;
     Ok(ServeConfig {
         model,
-        replicas: deployment.replicas,
-        pipeline_parallel: 1,
+        replicas: disagg.map_or(deployment.replicas, |d| d.prefill + d.decode),
+        pipeline_parallel: deployment.pp,
         scheduler: SchedulerConfig {
             kind,
             limits,
@@ -492,12 +536,75 @@ fn base_config(
         service_window: Span::from_secs(1),
         attribution_eval: None,
         max_concurrency: None,
-        disagg: None,
+        disagg,
     })
+}
+
+/// Pipeline stages, disaggregated pools and closed-loop clients of a run, when any is used.
+fn structure_json(config: &ServeConfig, result: &cotenant_serve::ServeResult) -> Option<Value> {
+    if config.pipeline_parallel == 1 && config.disagg.is_none() && config.max_concurrency.is_none() {
+        return None;
+    }
+    let mut structure = serde_json::json!({"pipeline_parallel": config.pipeline_parallel});
+    if config.pipeline_parallel > 1 {
+        let link = cotenant_perf::transfer::Link::between_stages(
+            &config.model.gpu,
+            config.model.tensor_parallel,
+            config.pipeline_parallel,
+        );
+        structure["stage_link"] =
+            serde_json::json!({"gb_per_s": link.gb_per_s, "latency_us": link.latency_s * 1e6});
+    }
+    if let Some(disagg) = config.disagg {
+        let link = disagg.link(config);
+        let mean_ms = result.kv_transfer_us as f64 / 1e3 / result.kv_transfers.max(1) as f64;
+        structure["disagg"] = serde_json::json!({"prefill": disagg.prefill, "decode": disagg.decode,
+            "link_gb_per_s": link.gb_per_s, "latency_us": link.latency_s * 1e6,
+            "kv_transfers": result.kv_transfers, "kv_transfer_ms_mean": mean_ms});
+    }
+    if let Some(clients) = config.max_concurrency {
+        structure["max_concurrency"] = Value::from(clients);
+    }
+    Some(structure)
+}
+
+/// One line for the text output from [`structure_json`]'s value.
+fn structure_text(structure: &Value) -> String {
+    let mut parts = vec![format!("structure: PP {}", structure["pipeline_parallel"])];
+    if let Some(link) = structure.get("stage_link") {
+        parts[0] += &format!(" (send/recv {} GB/s, {} µs)", link["gb_per_s"], link["latency_us"]);
+    }
+    if let Some(d) = structure.get("disagg") {
+        parts.push(format!(
+            "pools {} prefill + {} decode, {} KV transfers of {:.2} ms mean over {} GB/s",
+            d["prefill"],
+            d["decode"],
+            d["kv_transfers"],
+            d["kv_transfer_ms_mean"].as_f64().unwrap_or(0.0),
+            d["link_gb_per_s"]
+        ));
+    }
+    if let Some(clients) = structure.get("max_concurrency") {
+        parts.push(format!("closed loop, {clients} clients (latency from issue)"));
+    }
+    parts.join(" | ")
+}
+
+/// The workload as offered: closed-loop runs measure latency from each request's issue.
+fn offered<'a>(
+    workload: &'a Workload,
+    result: &cotenant_serve::ServeResult,
+) -> std::borrow::Cow<'a, Workload> {
+    if result.issued.is_empty() {
+        std::borrow::Cow::Borrowed(workload)
+    } else {
+        std::borrow::Cow::Owned(issued_workload(workload, result))
+    }
 }
 
 fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -> Result<ServeConfig> {
     let mut config = base_config(&args.deployment, workload, kind, args.drift_prior_tokens)?;
+    config.max_concurrency = args.max_concurrency;
     config.service_window = Span((args.window_s * 1e6).round() as u64);
     let misfit = args.attribution_misfit;
     if !(-0.9..=0.9).contains(&misfit) {
@@ -741,6 +848,14 @@ pub struct PlanServeArgs {
     /// Most replicas tried per GPU type and TP degree (1 to 4096).
     #[arg(long, default_value_t = 64, value_parser = integer_in(1, MAX_SERVE_REPLICAS))]
     pub max_replicas: u32,
+    /// Pipeline-parallel degrees to consider, comma-separated (each 1 to the model's layers).
+    #[arg(long, default_value = "1")]
+    pub pp_options: String,
+    /// Size disaggregated pools instead: for each GPU type and TP degree, the fewest
+    /// replicas split into prefill and decode pools (every split tried) that meet the
+    /// target, up to --max-replicas in all (link as --disagg gives it, else the default).
+    #[arg(long)]
+    pub disagg_search: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -783,11 +898,102 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     let params = |gpu: &GpuSpec, tp: u32| roofline_params(&args.deployment, gpu, tp);
-    let rows = plan_serve(&workload, &base, &gpus, &tps, &params, args.target, args.max_replicas);
+    let pps = args
+        .pp_options
+        .split(',')
+        .map(|p| {
+            let pp = p
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|p| (1..=MAX_PIPELINE_PARALLEL).contains(p))
+                .with_context(|| {
+                    format!("--pp-options: `{p}` is not an integer in [1, {MAX_PIPELINE_PARALLEL}]")
+                })?;
+            check_pipeline_parallel("--pp-options", pp, &base.model.model)?;
+            Ok(pp)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if args.disagg_search {
+        return print_disagg_plan(&args, &workload, &base, &gpus, &tps, &params);
+    }
+    // One plan per pipeline-parallel degree (GPUs = replicas x TP x PP); with the default
+    // PP 1 alone, the single plan as before.
+    let mut plans = Vec::new();
+    for &pp in &pps {
+        let mut staged = base.clone();
+        staged.pipeline_parallel = pp;
+        let rows = plan_serve(&workload, &staged, &gpus, &tps, &params, args.target, args.max_replicas);
+        if args.json {
+            let plan = plan_json(&workload, args.target, &rows);
+            plans.push(if pps == [1] {
+                plan
+            } else {
+                serde_json::json!({"pipeline_parallel": pp, "plan": plan})
+            });
+        } else {
+            if pps != [1] {
+                println!("Pipeline-parallel degree {pp} (GPUs = replicas x TP x {pp}):");
+            }
+            print!("{}", plan_table_text(&workload, &staged, args.target, &rows, args.max_replicas));
+        }
+    }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&plan_json(&workload, args.target, &rows))?);
-    } else {
-        print!("{}", plan_table_text(&workload, &base, args.target, &rows, args.max_replicas));
+        let document = if pps == [1] { plans.remove(0) } else { Value::Array(plans) };
+        println!("{}", serde_json::to_string_pretty(&document)?);
+    }
+    Ok(())
+}
+
+/// `plan serve --disagg-search`: the cheapest prefill:decode split per GPU type and TP.
+fn print_disagg_plan(
+    args: &PlanServeArgs,
+    workload: &Workload,
+    base: &ServeConfig,
+    gpus: &[GpuSpec],
+    tps: &[u32],
+    params: &dyn Fn(&GpuSpec, u32) -> RooflineParams,
+) -> Result<()> {
+    let link = base.disagg.map_or((None, None), |d| (d.link_gb_per_s, d.latency_s));
+    let rows = disagg_search(workload, base, gpus, tps, params, link, args.target, args.max_replicas);
+    if args.json {
+        let plans: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({"gpu": r.gpu, "tensor_parallel": r.tensor_parallel,
+                    "pipeline_parallel": r.pipeline_parallel, "prefill": r.prefill, "decode": r.decode,
+                    "gpus": r.gpus, "attainment": r.attainment, "colocated_attainment": r.colocated_attainment})
+            })
+            .collect();
+        let document = serde_json::json!({"target": args.target, "requests_per_s": workload.request_rate_per_s(), "plans": plans});
+        println!("{}", serde_json::to_string_pretty(&document)?);
+        return Ok(());
+    }
+    println!(
+        "{} on {} requests at {:.2} req/s, disaggregated pools meeting {:.0}% SLO attainment (TTFT <= {} ms, TPOT <= {} ms):",
+        base.model.model.name,
+        workload.requests.len(),
+        workload.request_rate_per_s(),
+        100.0 * args.target,
+        base.slo.ttft.0 / 1000,
+        base.slo.tbt.0 / 1000
+    );
+    println!("| GPU | TP | PP | prefill | decode | GPUs | attainment | colocated, same replicas |\n|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {:.1}% | {:.1}% |",
+            r.gpu,
+            r.tensor_parallel,
+            r.pipeline_parallel,
+            r.prefill,
+            r.decode,
+            r.gpus,
+            100.0 * r.attainment,
+            100.0 * r.colocated_attainment
+        );
+    }
+    if rows.is_empty() {
+        println!("(no split of up to {} replicas meets the target)", args.max_replicas);
     }
     Ok(())
 }
@@ -799,5 +1005,5 @@ pub fn sweep_run(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) 
     check_window_count(workload, args.window_s)?;
     let config = serve_config(args, workload, kind)?;
     let result = simulate(workload, &config).with_context(|| format!("simulating {}", kind.name()))?;
-    Ok(summarize(workload, &result, config.slo))
+    Ok(summarize(&offered(workload, &result), &result, config.slo))
 }

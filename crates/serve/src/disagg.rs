@@ -308,3 +308,102 @@ impl Disagg {
         }
     }
 }
+
+/// One row of `plan serve --disagg-search`: the fewest replicas, split into pools, that
+/// meet the target on one GPU type and TP degree.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DisaggPlanRow {
+    pub gpu: &'static str,
+    pub tensor_parallel: u32,
+    pub pipeline_parallel: u32,
+    pub prefill: u32,
+    pub decode: u32,
+    pub gpus: u32,
+    pub attainment: f64,
+    /// The same number of replicas colocated (no pools), for comparison.
+    pub colocated_attainment: f64,
+}
+
+/// For each GPU type and TP degree, the fewest replicas (up to `max_replicas`, at least
+/// 2) that some prefill:decode split serves at `target` SLO attainment, and of the
+/// splits of that many the one with the highest attainment (ties: fewer prefill
+/// replicas). Exponential search on the total, then bisection below it; every split of
+/// a probed total is simulated. `link` is (GB/s, latency s), `None` each for the default.
+#[allow(clippy::too_many_arguments)]
+pub fn disagg_search(
+    workload: &Workload,
+    base: &ServeConfig,
+    gpus: &[cotenant_perf::GpuSpec],
+    tensor_parallel: &[u32],
+    params: &dyn Fn(&cotenant_perf::GpuSpec, u32) -> cotenant_perf::RooflineParams,
+    link: (Option<f64>, Option<f64>),
+    target: f64,
+    max_replicas: u32,
+) -> Vec<DisaggPlanRow> {
+    let mut rows = Vec::new();
+    for gpu in gpus {
+        for &tp in tensor_parallel {
+            let mut config = crate::plan::with_windows_for(base, workload);
+            config.model = Roofline::new(base.model.model.clone(), *gpu, tp, params(gpu, tp));
+            let attainment = |config: &ServeConfig| -> Option<f64> {
+                let result = simulate(workload, config).ok()?;
+                Some(crate::summarize(workload, &result, config.slo).slo_attainment)
+            };
+            let best_split = |total: u32| -> Option<(u32, f64)> {
+                let mut best: Option<(u32, f64)> = None;
+                for prefill in 1..total {
+                    let mut split = config.clone();
+                    split.disagg = Some(DisaggConfig {
+                        prefill,
+                        decode: total - prefill,
+                        link_gb_per_s: link.0,
+                        latency_s: link.1,
+                    });
+                    let value = attainment(&split)?;
+                    if value >= target && best.is_none_or(|(_, b)| value > b) {
+                        best = Some((prefill, value));
+                    }
+                }
+                best
+            };
+            let max_total = max_replicas.max(2);
+            let (mut low, mut high) = (1_u32, 2_u32);
+            let mut found = loop {
+                if let Some(split) = best_split(high) {
+                    break Some(split);
+                }
+                if high >= max_total {
+                    break None;
+                }
+                low = high;
+                high = (high * 2).min(max_total);
+            };
+            let Some(mut split) = found.take() else { continue };
+            while high - low > 1 {
+                let middle = (low + high) / 2;
+                match best_split(middle) {
+                    Some(s) => (high, split) = (middle, s),
+                    None => low = middle,
+                }
+            }
+            let mut colocated = config.clone();
+            colocated.disagg = None;
+            colocated.replicas = high;
+            let pp = config.pipeline_parallel;
+            rows.push(DisaggPlanRow {
+                gpu: gpu.name,
+                tensor_parallel: tp,
+                pipeline_parallel: pp,
+                prefill: split.0,
+                decode: high - split.0,
+                gpus: high * tp * pp,
+                attainment: split.1,
+                colocated_attainment: attainment(&colocated).unwrap_or(0.0),
+            });
+        }
+    }
+    rows.sort_by(|a, b| {
+        a.gpus.cmp(&b.gpus).then(a.gpu.cmp(b.gpu)).then(a.tensor_parallel.cmp(&b.tensor_parallel))
+    });
+    rows
+}

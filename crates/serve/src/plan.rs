@@ -123,7 +123,7 @@ pub fn plan_serve(
                     gpu: gpu.name,
                     tensor_parallel: tp,
                     replicas: row.0,
-                    gpus: row.0 * tp,
+                    gpus: row.0 * tp * base.pipeline_parallel.max(1),
                     attainment: row.1,
                 });
             }
