@@ -491,6 +491,9 @@ fn base_config(
         slo,
         service_window: Span::from_secs(1),
         attribution_eval: None,
+        spec: None,
+        lora: None,
+        kv_offload: None,
     })
 }
 

@@ -10,13 +10,17 @@
 //! plain structs that the CLI serializes.
 
 pub mod attribution;
+pub mod features;
 pub mod kv;
+pub mod lora;
 pub mod metrics;
+pub mod offload;
 pub mod plan;
 pub mod request;
 pub mod router;
 pub mod scheduler;
 pub mod sim;
+pub mod spec;
 pub mod state;
 pub mod summary;
 pub mod synthetic;

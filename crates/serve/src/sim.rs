@@ -13,6 +13,7 @@ use cotenant_core::{Span, TenantSpec, Time};
 use cotenant_perf::{ActivationBatch, BatchEntry, MemoryPlan, Roofline, GIB};
 
 use crate::attribution::{llmvisor_shares_with_own, AttributionErrors, AttributionEval};
+use crate::features::{RequestFeatureStats, RequestFeatures};
 use crate::kv::{KvPool, KvStats};
 use crate::metrics::Histogram;
 use crate::request::{Request, RequestId, Workload};
@@ -72,6 +73,12 @@ pub struct ServeConfig {
     /// Length of the windows the service-difference metric is measured over.
     pub service_window: Span,
     pub attribution_eval: Option<AttributionEval>,
+    /// Speculative decoding (`--spec`); None decodes one token per step.
+    pub spec: Option<crate::spec::SpecConfig>,
+    /// LoRA adapters per tenant (`--lora`); None serves the base model only.
+    pub lora: Option<crate::lora::LoraConfig>,
+    /// KV swap to CPU memory on preemption (`--kv-offload`); None recomputes.
+    pub kv_offload: Option<crate::offload::OffloadConfig>,
 }
 
 impl ServeConfig {
@@ -92,7 +99,8 @@ impl ServeConfig {
 
     /// KV-cache tokens per replica: the override, or [`Self::memory_plan`]'s.
     pub fn kv_capacity_tokens(&self) -> u64 {
-        self.kv_capacity_tokens.unwrap_or_else(|| self.memory_plan().kv_tokens)
+        self.kv_capacity_tokens
+            .unwrap_or_else(|| crate::features::kv_capacity_tokens(self, &self.memory_plan()))
     }
 }
 
@@ -165,6 +173,8 @@ pub struct ServeResult {
     pub attribution: Option<AttributionErrors>,
     /// Wall-clock-free work counter: attribution calls made (one per iteration).
     pub attribution_calls: u64,
+    /// Speculative decoding, LoRA and KV offload counters.
+    pub request_features: RequestFeatureStats,
 }
 
 #[derive(Debug)]
@@ -306,6 +316,7 @@ fn validate(workload: &Workload, config: &ServeConfig) -> Result<u64, ServeError
     if windows > MAX_SHARE_WINDOWS {
         return Err(ServeError::TooManyWindows { windows, window_s: config.service_window.as_secs_f64() });
     }
+    crate::features::validate(config, workload.tenants.len())?;
     if config.scheduler.tenants.len() != workload.tenants.len() {
         return Err(ServeError::TenantMismatch {
             scheduler: config.scheduler.tenants.len(),
@@ -370,6 +381,7 @@ struct Run {
     share_scratch: Vec<f64>,
     share_ns: Vec<u64>,
     order_scratch: Vec<RequestId>,
+    features: RequestFeatures,
 }
 
 impl Run {
@@ -394,6 +406,7 @@ impl Run {
             share_scratch: Vec::new(),
             share_ns: Vec::new(),
             order_scratch: Vec::new(),
+            features: RequestFeatures::new(config, workload.requests.len()),
         }
     }
 
@@ -443,7 +456,15 @@ impl Run {
         if replica.batch_entries.is_empty() {
             return None;
         }
-        let duration_s = world.model.iteration_s_with_own(&replica.batch_entries, &mut replica.batch_own_s);
+        let duration_s = world.model.iteration_s_with_own(&replica.batch_entries, &mut replica.batch_own_s)
+            + self.features.iteration_extra_s(
+                world.model,
+                world.requests,
+                &self.seqs,
+                &replica.batch_ids,
+                &replica.batch_entries,
+                &replica.batch_prefill,
+            );
         let duration = Span::from_secs_f64_ceil(duration_s).max(Span(1));
         replica.busy = true;
         replica.batch_span = duration;
@@ -486,7 +507,7 @@ impl Run {
                 let cap = replica.scheduler.running_chunk_cap(&cx, id);
                 seq.prefill_left().min(*budget).min(cap)
             } else {
-                1
+                self.features.decode_tokens(&world.requests[id as usize], seq, *budget)
             };
             // A cap of 0 from the scheduler: this prefill sits out one iteration.
             if tokens > 0 && self.reserve_blocks(world, replica, id, tokens) {
@@ -533,6 +554,7 @@ impl Run {
 
     fn preempt(&mut self, world: &World<'_>, replica: &mut Replica, id: RequestId) {
         let request = &world.requests[id as usize];
+        self.features.preempted(request, id, &self.seqs[id as usize]);
         let seq = &mut self.seqs[id as usize];
         replica.kv.free(seq.private_blocks);
         replica.kv.release(&request.prefix_hashes[..seq.prefix_entries as usize]);
@@ -576,6 +598,9 @@ impl Run {
     ) -> bool {
         let id = replica.waiting[index];
         let request = &world.requests[id as usize];
+        if !self.features.can_admit(request, self.seqs[id as usize].replica) {
+            return false;
+        }
         let hits = replica.kv.acquire_prefix(&request.prefix_hashes);
         let seq = &mut self.seqs[id as usize];
         seq.prefix_entries = hits;
@@ -585,6 +610,7 @@ impl Run {
             seq.prefix_hit_tokens += cached_tokens;
             replica.kv.stats.prefix_hit_tokens += u64::from(cached_tokens);
         }
+        let restored = self.features.restore_swapped(id, seq);
         let tokens = seq.prefill_left().min(*budget).min(max_tokens.max(1));
         let need = self.private_blocks_needed(replica, id, tokens);
         // vLLM's admission check: the whole remaining prefill must fit beside a 1%
@@ -595,6 +621,7 @@ impl Run {
         let fits = whole_prefill + watermark <= replica.kv.available_blocks() || replica.running.is_empty();
         if !fits || !replica.kv.try_allocate(need) {
             let seq = &mut self.seqs[id as usize];
+            seq.kv_tokens -= restored;
             replica.kv.release(&request.prefix_hashes[..seq.prefix_entries as usize]);
             seq.prefix_hit_tokens -= seq.kv_tokens;
             replica.kv.stats.prefix_hit_tokens -= u64::from(seq.kv_tokens);
@@ -612,6 +639,7 @@ impl Run {
         replica.running.push(id);
         replica.waiting_per_tenant[request.tenant.index()] -= 1;
         self.global_waiting[request.tenant.index()] -= 1;
+        self.features.admitted(request, id, seq.replica);
         self.push_entry(replica, id, tokens);
         *budget -= tokens;
         let cx = sched_cx!(world, &self.seqs, replica, now, *budget);
@@ -685,13 +713,19 @@ impl Run {
         if seq.phase != Phase::Running {
             return; // preempted after it was placed (cannot happen today; kept safe)
         }
-        seq.kv_tokens += entry.new_tokens;
+        let emitted = self.features.emitted_tokens(id, seq, entry, prefill);
+        // A decoding row keeps the KV of the tokens it emits (a speculative step's
+        // rejected proposals are dropped, and their blocks released).
+        seq.kv_tokens += if prefill { entry.new_tokens } else { emitted };
+        if !prefill && entry.new_tokens > emitted {
+            crate::spec::release_rejected_blocks(&mut replica.kv, seq);
+        }
         if prefill && !seq.in_prefill() {
             self.publish_prefix(world, replica, id);
         }
         let seq = &mut self.seqs[id as usize];
-        let emitted = u32::from(entry.emits_token);
-        if entry.emits_token {
+        // Tokens of one step share its end time: after the first, their gaps are 0.
+        for _ in 0..emitted {
             seq.generated += 1;
             if seq.first_token.is_none() {
                 seq.first_token = Some(now);
@@ -740,6 +774,7 @@ impl Run {
         seq.finish = Some(now);
         replica.backlog[request.tenant.index()] -= 1;
         replica.outstanding_tokens -= u64::from(request.prompt_tokens) + u64::from(request.output_tokens);
+        self.features.completed(request, seq.replica);
         replica.scheduler.on_finish(id, request);
     }
 
@@ -761,6 +796,7 @@ impl Run {
             kv_capacity_tokens: self.kv_capacity_tokens,
             attribution: self.attribution,
             attribution_calls: self.attribution_calls,
+            request_features: self.features.stats,
         }
     }
 }

@@ -67,6 +67,9 @@ fn config(kind: SchedulerKind, tenants: &[TenantSpec], kv_tokens: u64, budget: u
         slo,
         service_window: Span::from_secs(1),
         attribution_eval: None,
+        spec: None,
+        lora: None,
+        kv_offload: None,
     }
 }
 
