@@ -528,7 +528,9 @@ fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -
         lora_adapters: &args.lora_adapters,
         kv_offload: args.kv_offload,
     };
-    crate::serve_request::apply(&mut config, flags, workload)?;
+    let gpu = config.model.gpu;
+    let params_for_tp = |tp| roofline_params(&args.deployment, &gpu, tp);
+    crate::serve_request::apply(&mut config, flags, workload, &params_for_tp)?;
     let misfit = args.attribution_misfit;
     if !(-0.9..=0.9).contains(&misfit) {
         bail!("--attribution-misfit must be within -0.9..0.9");

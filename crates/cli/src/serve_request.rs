@@ -3,7 +3,7 @@
 //! Glue only: the models live in `cotenant_serve::{spec, lora, offload, features}`.
 
 use anyhow::{bail, Result};
-use cotenant_perf::Roofline;
+use cotenant_perf::{Roofline, RooflineParams};
 use cotenant_serve::features::RequestFeatureStats;
 use cotenant_serve::lora::{parse_tenant_adapter, Adapter, LoraArgs, LoraConfig};
 use cotenant_serve::offload::OffloadConfig;
@@ -40,21 +40,29 @@ pub struct RequestFlags<'a> {
     pub kv_offload: Option<OffloadConfig>,
 }
 
-/// Puts the flags into `config`: the draft model on the target's GPUs (same GPU type,
-/// tensor-parallel degree and roofline parameters), the adapters per tenant, the swap space.
-pub fn apply(config: &mut ServeConfig, flags: RequestFlags<'_>, workload: &Workload) -> Result<()> {
+/// Puts the flags into `config`: the draft model on the target's GPUs (same GPU type, the
+/// target's tensor-parallel degree unless `tp=` says otherwise, and that degree's roofline
+/// parameters from `params_for_tp`), the adapters per tenant, the swap space.
+pub fn apply(
+    config: &mut ServeConfig,
+    flags: RequestFlags<'_>,
+    workload: &Workload,
+    params_for_tp: &dyn Fn(u32) -> RooflineParams,
+) -> Result<()> {
     if let Some(spec) = flags.spec {
         let proposer = match &spec.draft {
             None => Proposer::Ngram,
             Some(shape) => {
-                let tp = config.model.tensor_parallel;
+                let tp = spec.draft_tp.unwrap_or(config.model.tensor_parallel);
+                if tp > config.model.tensor_parallel {
+                    bail!(
+                        "--spec tp={tp}: the draft runs on the target's {} GPUs",
+                        config.model.tensor_parallel
+                    );
+                }
                 crate::serve_cmd::check_tensor_parallel("--spec draft", tp, shape)?;
-                Proposer::Draft(Box::new(Roofline::new(
-                    shape.clone(),
-                    config.model.gpu,
-                    tp,
-                    config.model.params,
-                )))
+                let gpu = config.model.gpu;
+                Proposer::Draft(Box::new(Roofline::new(shape.clone(), gpu, tp, params_for_tp(tp))))
             }
         };
         config.spec = Some(SpecConfig { proposer, k: spec.k, acceptance: spec.acceptance, seed: spec.seed });

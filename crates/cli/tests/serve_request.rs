@@ -59,6 +59,10 @@ fn bad_values_name_the_flag_and_the_field() {
             ],
             "--spec draft 2: custom has 3 attention heads",
         ),
+        (
+            vec!["--spec", "draft=Llama-3.1-8B,k=2,accept=0.5,tp=2"],
+            "--spec tp=2: the draft runs on the target's 1 GPUs",
+        ),
         (vec!["--lora", "slots=2"], "missing rank"),
         (vec!["--lora-adapter", "conv=x:8"], "--lora-adapter needs --lora"),
         (vec!["--lora", "rank=8", "--lora-adapter", "nobody=x:8"], "no tenant named `nobody`"),

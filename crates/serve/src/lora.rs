@@ -10,11 +10,15 @@
 //! ```text
 //! adapter bytes per GPU = r x b x L x sum over adapted layers of (k_gpu + n_gpu)
 //! batch extra (SGMV)    = smax( sum_a 2 T_a r_a L D / (eta_c F),  sum_a bytes_a / (eta_m BW) )
+//!                         + 2 x (adapted operators) x L x (fixed cost of a linear kernel)
 //! load                  = bytes per GPU / PCIe bandwidth (each GPU over its own link)
 //! ```
 //! with D = sum (k_gpu + n_gpu), T_a the batch's tokens on adapter a and the sum over the
 //! distinct adapters of the batch (each adapter's weights read once), F and BW one GPU's
-//! peaks with the base model's efficiencies. The GPU memory of `slots` adapters of the
+//! peaks with the base model's efficiencies; a shrink and an expand kernel per adapted
+//! operator (QKV fused and O; with `all`, also gate-up and down) and layer each pay the
+//! roofline's fixed linear-kernel cost (5.4-5.6 us fitted on A100 and H100, 0 on GPUs
+//! without a fit). The GPU memory of `slots` adapters of the
 //! largest rank comes out of the KV cache. An adapter that is not resident is copied from
 //! host memory when a request that needs it is admitted, into a free slot or else the
 //! least recently used slot no running request uses; the copy is charged to the
@@ -219,7 +223,12 @@ impl LoraConfig {
         let (gpu, params) = (&roofline.gpu, &roofline.params);
         let compute_s = flops / (gpu.dense_tflops * 1e12 * params.compute_efficiency);
         let memory_s = bytes / (gpu.memory_tb_per_s * 1e12 * params.memory_efficiency);
-        roofline.smooth_max(compute_s, memory_s)
+        let operators = match self.targets {
+            LoraTargets::Attention => 2.0,
+            LoraTargets::All => 4.0,
+        };
+        let kernels_s = 2.0 * operators * f64::from(model.layers) * params.linear_kernel_s;
+        roofline.smooth_max(compute_s, memory_s) + kernels_s
     }
 }
 
@@ -367,6 +376,12 @@ mod tests {
         let one = lora.batch_extra_s(&roofline, &[(0, 200)]);
         assert!(close(one, 12.088e-6, 1e-4), "{one}");
         assert_eq!(lora.batch_extra_s(&roofline, &[]), 0.0);
+        // With a 5 us fixed cost per linear kernel: + 2 kernels x 2 operators (QKV, O) x 32
+        // layers x 5 us = 640 us.
+        let params = RooflineParams { linear_kernel_s: 5e-6, ..RooflineParams::default() };
+        let with_kernels = Roofline::new(roofline.model.clone(), roofline.gpu, 1, params);
+        let one_with_kernels = lora.batch_extra_s(&with_kernels, &[(0, 200)]);
+        assert!(close(one_with_kernels, 12.088e-6 + 640e-6, 1e-4), "{one_with_kernels}");
     }
 
     /// Two slots, three adapters: 0 and 1 load into free slots; 2 waits while both are in

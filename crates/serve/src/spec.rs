@@ -66,19 +66,21 @@ pub struct SpecConfig {
 pub struct SpecArgs {
     /// The draft model's shape; None for the n-gram proposer.
     pub draft: Option<ModelShape>,
+    /// The draft's tensor-parallel degree (`tp=`); None: the target's.
+    pub draft_tp: Option<u32>,
     pub k: u32,
     pub acceptance: f64,
     pub seed: u64,
 }
 
 impl SpecArgs {
-    /// Parses `draft=MODEL,k=K,accept=A[,seed=S]` or `ngram,k=K,accept=A[,seed=S]`.
+    /// Parses `draft=MODEL,k=K,accept=A[,seed=S][,tp=N]` or `ngram,k=K,accept=A[,seed=S]`.
     /// MODEL is a catalog name or an explicit shape whose `key=value` fields follow
     /// `draft=` (`draft=layers=16,hidden=2048,heads=32,kv_heads=8,head_dim=64,ffn=8192,vocab=128256,k=4,accept=0.7`):
-    /// every field that is not `k`, `accept` or `seed` belongs to the draft's shape.
+    /// every field that is not `k`, `accept`, `seed` or `tp` belongs to the draft's shape.
     pub fn parse(text: &str) -> Result<SpecArgs, String> {
         let (mut draft_fields, mut ngram) = (Vec::new(), false);
-        let (mut k, mut acceptance, mut seed) = (None, None, 0);
+        let (mut k, mut acceptance, mut seed, mut draft_tp) = (None, None, 0, None);
         for item in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match item.split_once('=') {
                 None if item == "ngram" => ngram = true,
@@ -94,6 +96,11 @@ impl SpecArgs {
                     acceptance =
                         Some(parsed.ok_or_else(|| format!("accept=`{value}`: must be a number in [0, 1]"))?);
                 }
+                Some(("tp", value)) => {
+                    let parsed = value.parse::<u32>().ok().filter(|tp| (1..=1024).contains(tp));
+                    draft_tp =
+                        Some(parsed.ok_or_else(|| format!("tp=`{value}`: must be an integer in [1, 1024]"))?);
+                }
                 Some(("seed", value)) => {
                     seed = value
                         .parse()
@@ -106,6 +113,9 @@ impl SpecArgs {
         let k = k.ok_or("missing k=K (tokens proposed per step)")?;
         let acceptance = acceptance.ok_or("missing accept=A (acceptance rate per proposed token)")?;
         let draft = match (ngram, draft_fields.is_empty()) {
+            (true, true) if draft_tp.is_some() => {
+                return Err("tp= applies to a draft model, not ngram".into())
+            }
             (true, true) => None,
             (false, false) => {
                 if !text.contains("draft=") {
@@ -122,7 +132,7 @@ impl SpecArgs {
             }
             (false, true) => return Err("expected draft=MODEL or ngram".into()),
         };
-        Ok(SpecArgs { draft, k, acceptance, seed })
+        Ok(SpecArgs { draft, draft_tp, k, acceptance, seed })
     }
 }
 
@@ -344,10 +354,11 @@ mod tests {
     #[test]
     fn parses_both_proposers_and_names_bad_fields() {
         let ngram = SpecArgs::parse("ngram,k=4,accept=0.7").expect("ngram");
-        assert_eq!(ngram, SpecArgs { draft: None, k: 4, acceptance: 0.7, seed: 0 });
+        assert_eq!(ngram, SpecArgs { draft: None, draft_tp: None, k: 4, acceptance: 0.7, seed: 0 });
         let named = SpecArgs::parse("draft=Llama-3.1-8B,k=2,accept=0.5,seed=3").expect("catalog");
         assert_eq!(named.draft.expect("draft").name, "Llama-3.1-8B");
-        let explicit = SpecArgs::parse(&format!("draft={DRAFT_1B},k=4,accept=0.8")).expect("explicit");
+        let explicit = SpecArgs::parse(&format!("draft={DRAFT_1B},k=4,accept=0.8,tp=1")).expect("explicit");
+        assert_eq!(explicit.draft_tp, Some(1));
         assert_eq!(explicit.draft.expect("draft").hidden, 2048);
         for (text, needle) in [
             ("ngram,k=0,accept=0.5", "k=`0`"),
@@ -357,6 +368,8 @@ mod tests {
             ("k=4,accept=0.5", "expected draft=MODEL or ngram"),
             ("ngram,k=4,accept=0.5,bogus=1", "ngram takes no draft"),
             ("k=4,accept=0.5,bogus=1", "unknown field"),
+            ("ngram,k=4,accept=0.5,tp=2", "tp= applies to a draft model"),
+            ("draft=Llama-3.1-8B,k=4,accept=0.5,tp=0", "tp=`0`"),
         ] {
             let err = SpecArgs::parse(text).expect_err(text);
             assert!(err.contains(needle), "{text}: {err}");
