@@ -1,7 +1,7 @@
 //! Speculative decoding, multi-LoRA and KV offload inside the simulator: small runs
 //! checked by hand, and invariants over random workloads.
 
-use cotenant_core::{Span, TenantId, TenantSpec, Time};
+use cotenant_core::Span;
 use cotenant_perf::{find_gpu, ModelShape, Roofline, RooflineParams};
 use cotenant_serve::lora::{LoraArgs, LoraConfig, LoraTargets};
 use cotenant_serve::offload::OffloadConfig;
@@ -9,39 +9,18 @@ use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
 use cotenant_serve::spec::{Proposer, SpecConfig};
 use cotenant_serve::state::Phase;
 use cotenant_serve::{
-    simulate, Request, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Tier, Workload,
+    simulate, Request, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Workload,
 };
 use proptest::prelude::*;
+
+mod common;
+use common::{request, workload};
 
 const DRAFT_1B: &str = "layers=16,hidden=2048,heads=32,kv_heads=8,head_dim=64,ffn=8192,vocab=128256";
 
 fn h100(shape: &str) -> Roofline {
     let gpu = *find_gpu("H100-SXM").expect("catalog");
     Roofline::new(ModelShape::parse(shape).expect("shape"), gpu, 1, RooflineParams::default())
-}
-
-fn request(tenant: u32, arrival_us: u64, prompt: u32, output: u32) -> Request {
-    Request {
-        tenant: TenantId(tenant),
-        arrival: Time(arrival_us),
-        prompt_tokens: prompt,
-        output_tokens: output,
-        prefix_hashes: Box::new([]),
-        category: 0,
-        tier: Tier::Standard,
-        interaction: 0,
-        call_index: 0,
-    }
-}
-
-fn workload(requests: Vec<Request>, tenants: usize) -> Workload {
-    Workload {
-        source: "test".into(),
-        requests,
-        tenants: (0..tenants).map(|t| TenantSpec::new(format!("t{t}"))).collect(),
-        categories: vec!["all".into()],
-        prefix_block_tokens: 0,
-    }
 }
 
 fn config(load: &Workload, kv_tokens: Option<u64>) -> ServeConfig {
