@@ -94,6 +94,21 @@ pub fn validate(config: &ServeConfig, tenants: usize) -> Result<(), ServeError> 
             );
         }
     }
+    if config.kv_capacity_tokens.is_none() && (config.spec.is_some() || config.lora.is_some()) {
+        let plan = config.memory_plan();
+        let block = u64::from(config.kv_block_tokens);
+        if plan.kv_tokens >= block && kv_capacity_tokens(config, &plan) < block {
+            let (draft_weights, _) = config.spec.as_ref().map_or((0.0, 0.0), SpecConfig::draft_memory);
+            let (model, tp) = (&config.model.model, config.model.tensor_parallel);
+            let slots = config.lora.as_ref().map_or(0.0, |lora| lora.slot_bytes(model, tp));
+            let gib = |bytes: f64| bytes / cotenant_perf::GIB;
+            return bad(
+                "spec draft weights + lora slots",
+                format!("{:.2} GiB + {:.2} GiB per GPU", gib(draft_weights), gib(slots)),
+                "less than the KV memory the target leaves (a KV block must remain)",
+            );
+        }
+    }
     if let Some(offload) = &config.kv_offload {
         if !(offload.cpu_gib.is_finite() && offload.cpu_gib >= 0.0) {
             return bad("kv_offload.cpu_gib", offload.cpu_gib.to_string(), "a size >= 0");

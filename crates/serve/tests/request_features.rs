@@ -136,6 +136,19 @@ fn draft_and_adapter_slots_come_out_of_the_kv_budget() {
     cfg.spec = None;
     cfg.lora = Some(lora(&load, 16, 4));
     assert_eq!(cfg.kv_capacity_tokens(), 460_064);
+    // A 70B draft (131 GiB of weights) cannot sit beside the 8B: refused, naming both terms.
+    cfg.lora = None;
+    cfg.spec = Some(SpecConfig {
+        proposer: Proposer::Draft(Box::new(h100("Llama-3.1-70B"))),
+        k: 4,
+        acceptance: 0.5,
+        seed: 0,
+    });
+    let err = simulate(&load, &cfg).expect_err("does not fit").to_string();
+    assert!(
+        err.contains("spec draft weights + lora slots = 131.") && err.contains("a KV block must remain"),
+        "{err}"
+    );
 }
 
 /// One request (16-token prompt, 1 output token) of a tenant with a rank-16 adapter:
