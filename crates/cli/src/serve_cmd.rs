@@ -275,6 +275,24 @@ pub struct ServeSimArgs {
     /// tenant and scheduler, service difference over time, every metric.
     #[arg(long, value_name = "PATH")]
     pub report: Option<PathBuf>,
+    /// Speculative decoding: draft=MODEL,k=K,accept=A[,seed=S] (MODEL a catalog name, or an
+    /// explicit shape's key=value fields after draft=) or ngram,k=K,accept=A[,seed=S]; k in
+    /// [1, 32], A (each proposed token's acceptance probability) in [0, 1].
+    #[arg(long, value_name = "SPEC", value_parser = crate::serve_request::spec_flag)]
+    pub spec: Option<cotenant_serve::spec::SpecArgs>,
+    /// Multi-LoRA serving: rank=R[,slots=S][,pcie=GBPS][,targets=attn|all]: each tenant its
+    /// own adapter of rank R (1..1024), S GPU adapter slots (default 4) taken from the KV
+    /// cache, adapters loaded over PCIe (default 25 GB/s) on Q,K,V,O (attn) or all layers.
+    #[arg(long, value_name = "SPEC", value_parser = crate::serve_request::lora_flag)]
+    pub lora: Option<cotenant_serve::lora::LoraArgs>,
+    /// A tenant's adapter instead of its own, repeatable: TENANT=NAME:RANK (tenants may share
+    /// NAME) or TENANT=none (the base model). Needs --lora.
+    #[arg(long = "lora-adapter", value_name = "TENANT=NAME:RANK", value_parser = crate::serve_request::lora_adapter_flag)]
+    pub lora_adapters: Vec<(String, Option<cotenant_serve::lora::Adapter>)>,
+    /// KV offload: cpu_gib=G[,pcie=GBPS]: a preempted request's KV is swapped to G GiB of host
+    /// memory per GPU over PCIe (default 25 GB/s) instead of recomputed.
+    #[arg(long, value_name = "SPEC", value_parser = crate::serve_request::kv_offload_flag)]
+    pub kv_offload: Option<cotenant_serve::offload::OffloadConfig>,
 }
 
 pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
@@ -295,6 +313,9 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
         }
         let mut report = summary_json(&summary);
         report["diagnostics"] = diagnostics_json(result.diagnostics.first().map(Vec::as_slice));
+        if let Some(features) = crate::serve_request::features_json(&config, &result.request_features) {
+            report["request_features"] = features;
+        }
         if let Some(errors) = &result.attribution {
             report["attribution"] = attribution_json(errors);
         }
@@ -337,6 +358,7 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
             if let Some(structure) = &structure {
                 println!("  {}", structure_text(structure));
             }
+            print!("{}", crate::serve_request::features_text(&report));
         }
         reports.push(report);
         last_config = Some(config);
@@ -429,7 +451,7 @@ fn tensor_parallel_fits(tp: u32, model: &ModelShape) -> bool {
         && (model.kv_heads.is_multiple_of(tp) || (model.kv_heads > 0 && tp.is_multiple_of(model.kv_heads)))
 }
 
-fn check_tensor_parallel(flag: &str, tp: u32, model: &ModelShape) -> Result<()> {
+pub(crate) fn check_tensor_parallel(flag: &str, tp: u32, model: &ModelShape) -> Result<()> {
     if tensor_parallel_fits(tp, model) {
         return Ok(());
     }
@@ -537,6 +559,9 @@ fn base_config(
         attribution_eval: None,
         max_concurrency: None,
         disagg,
+        spec: None,
+        lora: None,
+        kv_offload: None,
     })
 }
 
@@ -606,6 +631,15 @@ fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -
     let mut config = base_config(&args.deployment, workload, kind, args.drift_prior_tokens)?;
     config.max_concurrency = args.max_concurrency;
     config.service_window = Span((args.window_s * 1e6).round() as u64);
+    let flags = crate::serve_request::RequestFlags {
+        spec: args.spec.as_ref(),
+        lora: args.lora.as_ref(),
+        lora_adapters: &args.lora_adapters,
+        kv_offload: args.kv_offload,
+    };
+    let gpu = config.model.gpu;
+    let params_for_tp = |tp| roofline_params(&args.deployment, &gpu, tp);
+    crate::serve_request::apply(&mut config, flags, workload, &params_for_tp)?;
     let misfit = args.attribution_misfit;
     if !(-0.9..=0.9).contains(&misfit) {
         bail!("--attribution-misfit must be within -0.9..0.9");

@@ -11,14 +11,18 @@
 
 pub mod attribution;
 pub mod closed_loop;
+pub mod features;
 pub mod kv;
+pub mod lora;
 pub mod metrics;
+pub mod offload;
 pub mod pipeline;
 pub mod plan;
 pub mod request;
 pub mod router;
 pub mod scheduler;
 pub mod sim;
+pub mod spec;
 pub mod state;
 pub mod summary;
 pub mod synthetic;

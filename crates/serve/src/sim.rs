@@ -16,6 +16,7 @@ use cotenant_perf::{ActivationBatch, BatchEntry, MemoryPlan, Roofline, GIB};
 
 use crate::attribution::{llmvisor_shares_with_own, AttributionErrors, AttributionEval};
 use crate::closed_loop::ClosedLoop;
+use crate::features::{RequestFeatureStats, RequestFeatures};
 use crate::kv::{KvPool, KvStats};
 use crate::metrics::Histogram;
 use crate::pipeline::{stage_memory_plan, stage_times, Stages};
@@ -81,6 +82,12 @@ pub struct ServeConfig {
     pub max_concurrency: Option<u32>,
     /// Disaggregated prefill and decode pools (replaces `replicas`); `None` colocates.
     pub disagg: Option<DisaggConfig>,
+    /// Speculative decoding (`--spec`); None decodes one token per step.
+    pub spec: Option<crate::spec::SpecConfig>,
+    /// LoRA adapters per tenant (`--lora`); None serves the base model only.
+    pub lora: Option<crate::lora::LoraConfig>,
+    /// KV swap to CPU memory on preemption (`--kv-offload`); None recomputes.
+    pub kv_offload: Option<crate::offload::OffloadConfig>,
 }
 
 impl ServeConfig {
@@ -102,7 +109,8 @@ impl ServeConfig {
 
     /// KV-cache tokens per replica: the override, or [`Self::memory_plan`]'s.
     pub fn kv_capacity_tokens(&self) -> u64 {
-        self.kv_capacity_tokens.unwrap_or_else(|| self.memory_plan().kv_tokens)
+        self.kv_capacity_tokens
+            .unwrap_or_else(|| crate::features::kv_capacity_tokens(self, &self.memory_plan()))
     }
 }
 
@@ -181,6 +189,8 @@ pub struct ServeResult {
     /// Disaggregated pools: KV transfers made and their total time, µs.
     pub kv_transfers: u64,
     pub kv_transfer_us: u64,
+    /// Speculative decoding, LoRA and KV offload counters.
+    pub request_features: RequestFeatureStats,
 }
 
 #[derive(Debug)]
@@ -425,6 +435,18 @@ fn validate(workload: &Workload, config: &ServeConfig) -> Result<u64, ServeError
     if windows > MAX_SHARE_WINDOWS {
         return Err(ServeError::TooManyWindows { windows, window_s: config.service_window.as_secs_f64() });
     }
+    crate::features::validate(config, workload.tenants.len())?;
+    if config.disagg.is_some()
+        && (config.spec.is_some() || config.lora.is_some() || config.kv_offload.is_some())
+    {
+        // The features keep per-replica state (adapter slots, swap space) that a KV
+        // hand-off between pools would have to move; that is not modelled.
+        return bad(
+            "disagg",
+            "with --spec, --lora or --kv-offload".into(),
+            "used alone (these features are modelled on colocated replicas)",
+        );
+    }
     if config.scheduler.tenants.len() != workload.tenants.len() {
         return Err(ServeError::TenantMismatch {
             scheduler: config.scheduler.tenants.len(),
@@ -493,6 +515,7 @@ struct Run {
     in_flight: Vec<bool>,
     /// Requests finished so far (closed-loop clients issue on each).
     finished: u64,
+    features: RequestFeatures,
 }
 
 impl Run {
@@ -523,6 +546,7 @@ impl Run {
                 Vec::new()
             },
             finished: 0,
+            features: RequestFeatures::new(config, workload.requests.len()),
         }
     }
 
@@ -576,7 +600,15 @@ impl Run {
         if replica.batch_entries.is_empty() {
             return None;
         }
-        let duration_s = world.model.iteration_s_with_own(&replica.batch_entries, &mut replica.batch_own_s);
+        let duration_s = world.model.iteration_s_with_own(&replica.batch_entries, &mut replica.batch_own_s)
+            + self.features.iteration_extra_s(
+                world.model,
+                world.requests,
+                &self.seqs,
+                &replica.batch_ids,
+                &replica.batch_entries,
+                &replica.batch_prefill,
+            );
         if replica.pipeline.is_some() {
             return Some(self.launch_micro_batch(world, replica, duration_s, now));
         }
@@ -674,7 +706,7 @@ impl Run {
                 let cap = replica.scheduler.running_chunk_cap(&cx, id);
                 seq.prefill_left().min(*budget).min(cap)
             } else {
-                1
+                self.features.decode_tokens(&world.requests[id as usize], seq, *budget)
             };
             // A cap of 0 from the scheduler: this prefill sits out one iteration.
             if tokens > 0 && self.reserve_blocks(world, replica, id, tokens) {
@@ -724,6 +756,7 @@ impl Run {
 
     fn preempt(&mut self, world: &World<'_>, replica: &mut Replica, id: RequestId) {
         let request = &world.requests[id as usize];
+        self.features.preempted(request, id, &self.seqs[id as usize]);
         let seq = &mut self.seqs[id as usize];
         replica.kv.free(seq.private_blocks);
         replica.kv.release(&request.prefix_hashes[..seq.prefix_entries as usize]);
@@ -767,6 +800,9 @@ impl Run {
     ) -> bool {
         let id = replica.waiting[index];
         let request = &world.requests[id as usize];
+        if !self.features.can_admit(request, self.seqs[id as usize].replica) {
+            return false;
+        }
         let hits = replica.kv.acquire_prefix(&request.prefix_hashes);
         let seq = &mut self.seqs[id as usize];
         seq.prefix_entries = hits;
@@ -776,6 +812,7 @@ impl Run {
             seq.prefix_hit_tokens += cached_tokens;
             replica.kv.stats.prefix_hit_tokens += u64::from(cached_tokens);
         }
+        let restored = self.features.restore_swapped(id, seq);
         let tokens = seq.prefill_left().min(*budget).min(max_tokens.max(1));
         let need = self.private_blocks_needed(replica, id, tokens);
         // vLLM's admission check: the whole remaining prefill must fit beside a 1%
@@ -786,6 +823,7 @@ impl Run {
         let fits = whole_prefill + watermark <= replica.kv.available_blocks() || replica.running.is_empty();
         if !fits || !replica.kv.try_allocate(need) {
             let seq = &mut self.seqs[id as usize];
+            seq.kv_tokens -= restored;
             replica.kv.release(&request.prefix_hashes[..seq.prefix_entries as usize]);
             seq.prefix_hit_tokens -= seq.kv_tokens;
             replica.kv.stats.prefix_hit_tokens -= u64::from(seq.kv_tokens);
@@ -803,6 +841,7 @@ impl Run {
         replica.running.push(id);
         replica.waiting_per_tenant[request.tenant.index()] -= 1;
         self.global_waiting[request.tenant.index()] -= 1;
+        self.features.admitted(request, id, seq.replica);
         self.push_entry(replica, id, tokens);
         *budget -= tokens;
         let cx = sched_cx!(world, &self.seqs, replica, now, *budget);
@@ -876,13 +915,19 @@ impl Run {
         if seq.phase != Phase::Running {
             return; // preempted after it was placed (cannot happen today; kept safe)
         }
-        seq.kv_tokens += entry.new_tokens;
+        let emitted = self.features.emitted_tokens(id, seq, entry, prefill);
+        // A decoding row keeps the KV of the tokens it emits (a speculative step's
+        // rejected proposals are dropped, and their blocks released).
+        seq.kv_tokens += if prefill { entry.new_tokens } else { emitted };
+        if !prefill && entry.new_tokens > emitted {
+            crate::spec::release_rejected_blocks(&mut replica.kv, seq);
+        }
         if prefill && !seq.in_prefill() {
             self.publish_prefix(world, replica, id);
         }
         let seq = &mut self.seqs[id as usize];
-        let emitted = u32::from(entry.emits_token);
-        if entry.emits_token {
+        // Tokens of one step share its end time: after the first, their gaps are 0.
+        for _ in 0..emitted {
             seq.generated += 1;
             if seq.first_token.is_none() {
                 seq.first_token = Some(now);
@@ -932,6 +977,7 @@ impl Run {
         self.finished += 1;
         replica.backlog[request.tenant.index()] -= 1;
         replica.outstanding_tokens -= u64::from(request.prompt_tokens) + u64::from(request.output_tokens);
+        self.features.completed(request, seq.replica);
         replica.scheduler.on_finish(id, request);
     }
 
@@ -956,6 +1002,7 @@ impl Run {
             issued: Vec::new(),
             kv_transfers: 0,
             kv_transfer_us: 0,
+            request_features: self.features.stats,
         }
     }
 }

@@ -68,6 +68,9 @@ fn config(max_seqs: u32) -> ServeConfig {
         attribution_eval: None,
         max_concurrency: None,
         disagg: None,
+        spec: None,
+        lora: None,
+        kv_offload: None,
     }
 }
 

@@ -4,45 +4,23 @@
 //! ranges refused by `simulate`.
 
 use cotenant_core::limits::MAX_SHARE_WINDOWS;
-use cotenant_core::{Span, TenantId, TenantSpec, Time};
+use cotenant_core::{Span, TenantId, TenantSpec};
 use cotenant_perf::{find_gpu, ModelShape, Roofline, RooflineParams};
 use cotenant_serve::plan::{goodput_search, with_windows_for};
 use cotenant_serve::scheduler::{BatchLimits, DriftConfig, VtcCounters};
 use cotenant_serve::sim::ServeError;
 use cotenant_serve::state::Phase;
 use cotenant_serve::{
-    simulate, summarize, Request, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Tier,
-    Workload,
+    simulate, summarize, Request, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Workload,
 };
 use proptest::prelude::*;
+
+mod common;
+use common::{request, workload};
 
 fn llama8b_h100() -> Roofline {
     let gpu = *find_gpu("H100-SXM").expect("catalog");
     Roofline::new(ModelShape::parse("Llama-3.1-8B").expect("catalog"), gpu, 1, RooflineParams::default())
-}
-
-fn request(tenant: u32, arrival_us: u64, prompt: u32, output: u32) -> Request {
-    Request {
-        tenant: TenantId(tenant),
-        arrival: Time(arrival_us),
-        prompt_tokens: prompt,
-        output_tokens: output,
-        prefix_hashes: Box::new([]),
-        category: 0,
-        tier: Tier::Standard,
-        interaction: 0,
-        call_index: 0,
-    }
-}
-
-fn workload(requests: Vec<Request>, tenants: usize) -> Workload {
-    Workload {
-        source: "test".into(),
-        requests,
-        tenants: (0..tenants).map(|t| TenantSpec::new(format!("t{t}"))).collect(),
-        categories: vec!["all".into()],
-        prefix_block_tokens: 0,
-    }
 }
 
 fn config(kind: SchedulerKind, tenants: &[TenantSpec], kv_tokens: u64, budget: u32) -> ServeConfig {
@@ -69,6 +47,9 @@ fn config(kind: SchedulerKind, tenants: &[TenantSpec], kv_tokens: u64, budget: u
         attribution_eval: None,
         max_concurrency: None,
         disagg: None,
+        spec: None,
+        lora: None,
+        kv_offload: None,
     }
 }
 
