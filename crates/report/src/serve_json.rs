@@ -8,6 +8,7 @@ use cotenant_serve::attribution::AttributionErrors;
 use cotenant_serve::metrics::Percentiles;
 use cotenant_serve::plan::{GoodputResult, PlanRow};
 use cotenant_serve::sim::ServiceWindow;
+use cotenant_serve::utilization::KvWindow;
 use cotenant_serve::{Summary, Workload};
 
 /// `{"p50", "p90", "p99", "mean"}`; a mean that is not finite is `null`.
@@ -40,6 +41,14 @@ pub fn summary_json(s: &Summary) -> Value {
         "jain_index": s.jain_index,
         "max_window_service_difference": s.max_window_service_difference,
         "max_service_difference": s.max_service_difference,
+        "model_flops": s.utilization.model_flops,
+        "bytes_moved": s.utilization.bytes_moved,
+        "mfu": s.utilization.mfu,
+        "mbu": s.utilization.mbu,
+        "mfu_wall": s.utilization.mfu_wall,
+        "mbu_wall": s.utilization.mbu_wall,
+        "kv_utilization_mean": s.utilization.kv_mean,
+        "kv_utilization_max": s.utilization.kv_max,
         "tenants": s.tenants.iter().map(|t| json!({
             "name": t.name, "weight": t.weight, "requests": t.requests, "service": t.service,
             "attributed_gpu_s": t.attributed_gpu_s, "ttft_ms": percentiles_json(&t.ttft_ms),
@@ -73,6 +82,12 @@ pub fn windows_json(windows: &[ServiceWindow]) -> Value {
         .iter()
         .map(|w| json!({"service": w.service, "backlogged": w.backlogged}))
         .collect::<Vec<_>>())
+}
+
+/// Per window of iterations (`--windows`): KV blocks in use / capacity over all replicas,
+/// the busy-time-weighted mean (null without iterations) and the maximum.
+pub fn kv_windows_json(windows: &[KvWindow]) -> Value {
+    json!(windows.iter().map(|w| json!({"mean": w.mean(), "max": w.max})).collect::<Vec<_>>())
 }
 
 /// The workload: source, request count, arrival rate and tenants with weights.
@@ -195,6 +210,7 @@ mod tests {
             jain_index: 1.0,
             max_window_service_difference: 0.0,
             max_service_difference: 0.0,
+            utilization: Default::default(),
         }
     }
 
@@ -215,13 +231,21 @@ mod tests {
             keys,
             [
                 "busy_fraction",
+                "bytes_moved",
                 "duration_s",
                 "e2e_ms",
                 "finished",
                 "iterations",
                 "jain_index",
+                "kv_utilization_max",
+                "kv_utilization_mean",
                 "max_service_difference",
                 "max_window_service_difference",
+                "mbu",
+                "mbu_wall",
+                "mfu",
+                "mfu_wall",
+                "model_flops",
                 "normalized_latency_ms_per_token",
                 "output_tokens_per_s",
                 "preemptions",

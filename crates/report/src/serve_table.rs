@@ -146,6 +146,17 @@ fn write_run(out: &mut String, run: &ServeRunText<'_>) -> fmt::Result {
         s.preemptions,
         100.0 * s.busy_fraction
     )?;
+    let u = &s.utilization;
+    writeln!(
+        out,
+        "  utilization: MFU {:.1}% busy, {:.1}% wall | MBU {:.1}% busy, {:.1}% wall | KV in use {:.1}% mean (busy time), {:.1}% max",
+        100.0 * u.mfu,
+        100.0 * u.mfu_wall,
+        100.0 * u.mbu,
+        100.0 * u.mbu_wall,
+        100.0 * u.kv_mean,
+        100.0 * u.kv_max
+    )?;
     writeln!(
         out,
         "  fairness: Jain {:.3}, max window service difference {:.0}, max service difference {:.0} (service = prompt + 2 x output tokens, per weight)",

@@ -20,6 +20,7 @@ pub mod sim;
 pub mod state;
 pub mod summary;
 pub mod synthetic;
+pub mod utilization;
 
 pub use request::{Request, RequestId, Tier, Workload};
 pub use router::RouterKind;

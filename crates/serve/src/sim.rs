@@ -19,6 +19,7 @@ use crate::request::{Request, RequestId, Workload};
 use crate::router::{Router, RouterKind};
 use crate::scheduler::{build_scheduler, BatchLimits, Pick, RequestScheduler, SchedCx, SchedulerConfig};
 use crate::state::{Phase, Seq};
+use crate::utilization::{ReplicaUsage, Usage};
 use crate::Slo;
 
 /// Builds a [`SchedCx`] from a replica's fields (a macro so the borrow of those fields
@@ -165,6 +166,8 @@ pub struct ServeResult {
     pub attribution: Option<AttributionErrors>,
     /// Wall-clock-free work counter: attribution calls made (one per iteration).
     pub attribution_calls: u64,
+    /// Model FLOPs, bytes moved and KV blocks in use, per replica and service window.
+    pub usage: Usage,
 }
 
 #[derive(Debug)]
@@ -185,6 +188,7 @@ struct Replica {
     batch_span: Span,
     outstanding_tokens: u64,
     admissions: u64,
+    usage: ReplicaUsage,
 }
 
 /// Shared read-only context of a run.
@@ -269,6 +273,7 @@ fn new_replica(workload: &Workload, config: &ServeConfig, capacity_blocks: u64) 
         batch_span: Span::ZERO,
         outstanding_tokens: 0,
         admissions: 0,
+        usage: ReplicaUsage::default(),
     }
 }
 
@@ -370,6 +375,7 @@ struct Run {
     share_scratch: Vec<f64>,
     share_ns: Vec<u64>,
     order_scratch: Vec<RequestId>,
+    usage: Usage,
 }
 
 impl Run {
@@ -394,6 +400,11 @@ impl Run {
             share_scratch: Vec::new(),
             share_ns: Vec::new(),
             order_scratch: Vec::new(),
+            usage: Usage::new(
+                &config.model,
+                config.model.tensor_parallel * config.pipeline_parallel,
+                config.service_window,
+            ),
         }
     }
 
@@ -448,6 +459,16 @@ impl Run {
         replica.busy = true;
         replica.batch_span = duration;
         self.busy_us += duration.0;
+        let (used, capacity) = (replica.kv.used_blocks(), replica.kv.capacity_blocks);
+        self.usage.record(
+            world.model,
+            &mut replica.usage,
+            &replica.batch_entries,
+            now,
+            duration,
+            used,
+            capacity,
+        );
         Some(now + duration)
     }
 
@@ -761,6 +782,7 @@ impl Run {
             kv_capacity_tokens: self.kv_capacity_tokens,
             attribution: self.attribution,
             attribution_calls: self.attribution_calls,
+            usage: Usage { replicas: replicas.iter().map(|r| r.usage.clone()).collect(), ..self.usage },
         }
     }
 }
