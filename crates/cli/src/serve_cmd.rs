@@ -19,7 +19,8 @@ use cotenant_report::serve_report::serve_report_html;
 use cotenant_report::serve_saved::{read_saved_results, saved_results_json, saved_run_json};
 use cotenant_report::serve_table::{plan_table_text, serve_run_text, ServeRunText};
 use cotenant_serve::attribution::AttributionEval;
-use cotenant_serve::plan::{goodput_search, plan_serve, with_windows_for, GOODPUT_ATTAINMENT};
+use cotenant_serve::goodput::GoodputCriterion;
+use cotenant_serve::plan::{goodput_search_with, plan_serve_with, with_windows_for, GOODPUT_ATTAINMENT};
 use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
 use cotenant_serve::synthetic::{expected_requests_bound, generate, SyntheticTenant};
 use cotenant_serve::{
@@ -237,9 +238,11 @@ pub struct ServeSimArgs {
     /// Print per-window service per tenant (service / weight).
     #[arg(long)]
     pub windows: bool,
-    /// Also search the goodput: the largest rate scale with >= 90% SLO attainment.
-    #[arg(long)]
-    pub goodput: bool,
+    /// Also search the goodput: the largest rate scale with >= 90% SLO attainment, or,
+    /// given SPEC, at which chosen latency percentiles meet their targets (DistServe):
+    /// METRIC:pQ=MS,... with METRIC ttft, tbt, tpot or e2e, e.g. ttft:p90=2000,tbt:p99=100.
+    #[arg(long, value_name = "SPEC", num_args = 0..=1)]
+    pub goodput: Option<Option<String>>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -285,9 +288,10 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
         if args.bench {
             report["bench"] = bench_json(&bench_figures(&workload, &config, &result, wall_s));
         }
-        if args.goodput {
+        if let Some(spec) = &args.goodput {
+            let criterion = goodput_criterion(spec.as_deref())?;
             let search_started = Instant::now();
-            let found = goodput_search(&workload, &config, GOODPUT_ATTAINMENT, 1.0)?;
+            let found = goodput_search_with(&workload, &config, &criterion, 1.0)?;
             let search_wall_s = search_started.elapsed().as_secs_f64();
             let at_goodput = workload.with_rate_scale(found.rate_scale.max(f64::MIN_POSITIVE));
             let at_config = with_windows_for(&config, &at_goodput);
@@ -297,6 +301,7 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
                 at_goodput: &at_summary,
                 arrival_span_s: arrival_span_s(&at_goodput),
                 search_wall_s,
+                criterion: &criterion,
             });
         }
         if !args.json {
@@ -330,6 +335,17 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&serve_runs_json(&workload, reports))?);
     }
     Ok(())
+}
+
+/// The goodput criterion of `--goodput [SPEC]`: >= 90% attainment without a SPEC, else
+/// the percentile targets it lists (errors name the flag and the part).
+fn goodput_criterion(spec: Option<&str>) -> Result<GoodputCriterion> {
+    match spec {
+        None => Ok(GoodputCriterion::Attainment(GOODPUT_ATTAINMENT)),
+        Some(text) => {
+            GoodputCriterion::parse_percentiles(text).map_err(|e| anyhow::anyhow!("--goodput {text}: {e}"))
+        }
+    }
 }
 
 /// `value` as pretty JSON and a newline, to `path`.
@@ -740,6 +756,11 @@ pub struct PlanServeArgs {
     /// Most replicas tried per GPU type and TP degree (1 to 4096).
     #[arg(long, default_value_t = 64, value_parser = integer_in(1, MAX_SERVE_REPLICAS))]
     pub max_replicas: u32,
+    /// Meet chosen latency percentiles instead of --target attainment: METRIC:pQ=MS,...
+    /// (ttft, tbt, tpot, e2e), e.g. ttft:p90=2000,tbt:p99=100; with --search, the SLO each
+    /// configuration's goodput is searched at.
+    #[arg(long, value_name = "SPEC")]
+    pub goodput: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -782,11 +803,20 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     let params = |gpu: &GpuSpec, tp: u32| roofline_params(&args.deployment, gpu, tp);
-    let rows = plan_serve(&workload, &base, &gpus, &tps, &params, args.target, args.max_replicas);
+    let criterion = match &args.goodput {
+        Some(spec) => goodput_criterion(Some(spec))?,
+        None => GoodputCriterion::Attainment(args.target),
+    };
+    let rows = plan_serve_with(&workload, &base, &gpus, &tps, &params, &criterion, args.max_replicas);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&plan_json(&workload, args.target, &rows))?);
+        let mut document = plan_json(&workload, args.target, &rows);
+        if args.goodput.is_some() {
+            document["criterion"] = criterion.describe().into();
+        }
+        println!("{}", serde_json::to_string_pretty(&document)?);
     } else {
-        print!("{}", plan_table_text(&workload, &base, args.target, &rows, args.max_replicas));
+        let criterion = args.goodput.is_some().then_some(&criterion);
+        print!("{}", plan_table_text(&workload, &base, args.target, criterion, &rows, args.max_replicas));
     }
     Ok(())
 }

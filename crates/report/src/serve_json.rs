@@ -5,6 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use cotenant_serve::attribution::AttributionErrors;
+use cotenant_serve::goodput::GoodputCriterion;
 use cotenant_serve::metrics::Percentiles;
 use cotenant_serve::plan::{GoodputResult, PlanRow};
 use cotenant_serve::sim::ServiceWindow;
@@ -110,6 +111,8 @@ pub struct GoodputFigures<'a> {
     pub arrival_span_s: f64,
     /// Wall-clock seconds the search took.
     pub search_wall_s: f64,
+    /// What meeting the SLO meant.
+    pub criterion: &'a GoodputCriterion,
 }
 
 /// The goodput object of a serve-sim run (`--goodput`).
@@ -126,7 +129,23 @@ pub fn goodput_json(g: &GoodputFigures<'_>) -> Value {
         "arrival_span_s": g.arrival_span_s,
         "search_wall_s": g.search_wall_s,
         "probes": g.search.probes,
+        "criterion": g.criterion.describe(),
+        "targets": targets_json(g.criterion, &g.search.values_ms),
     })
+}
+
+/// A percentile criterion's targets with the values measured at the goodput (null when
+/// no probed rate met them); `[]` for the attainment criterion.
+pub fn targets_json(criterion: &GoodputCriterion, values_ms: &[f64]) -> Value {
+    let GoodputCriterion::Percentiles(targets) = criterion else { return json!([]) };
+    json!(targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({
+            "metric": t.metric.name(), "percentile": t.percentile, "target_ms": t.target_ms,
+            "value_ms": values_ms.get(i),
+        }))
+        .collect::<Vec<_>>())
 }
 
 /// Timings of a serve-sim run (`--bench`), measured by the caller.
@@ -306,13 +325,20 @@ mod tests {
             attainment: 0.95,
             probes: vec![(1.0, 1.0), (2.0, 0.95), (4.0, 0.5)],
             capped: false,
+            values_ms: vec![12.5],
         };
         let goodput = goodput_json(&GoodputFigures {
             search: &search,
             at_goodput: &summary(),
             arrival_span_s: 100.0,
             search_wall_s: 0.1,
+            criterion: &GoodputCriterion::parse_percentiles("tbt:p99=20").unwrap(),
         });
+        assert_eq!(goodput["criterion"], json!("TBT p99 <= 20 ms"));
+        assert_eq!(
+            goodput["targets"],
+            json!([{"metric": "tbt", "percentile": 99.0, "target_ms": 20.0, "value_ms": 12.5}])
+        );
         assert_eq!(goodput["simulations"], json!(3));
         assert_eq!(goodput["tbt_p99_ms"], json!(3.0));
         assert_eq!(goodput["probes"], json!([[1.0, 1.0], [2.0, 0.95], [4.0, 0.5]]));

@@ -10,6 +10,7 @@
 //! plain structs that the CLI serializes.
 
 pub mod attribution;
+pub mod goodput;
 pub mod kv;
 pub mod metrics;
 pub mod plan;

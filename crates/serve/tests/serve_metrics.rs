@@ -130,3 +130,34 @@ proptest! {
         }
     }
 }
+
+/// Ten requests 10 s apart, each alone on the replica: request i (1..=10) has a prompt
+/// of 100 i tokens and 2 outputs, so its TTFT is its prefill iteration,
+/// ceil(iteration_s(100 i tokens)) µs. Nearest-rank p90 of ten values is the 9th
+/// smallest: request 9's. `ttft:p90=X` is met at exactly X = that TTFT and missed 1 µs
+/// below; `e2e:p50` is request 5's E2E (prefill + one decode).
+#[test]
+fn percentile_criterion_by_hand() {
+    use cotenant_serve::goodput::GoodputCriterion;
+    let config = run_config(1, 1 << 16, 8192, 1);
+    let rows: Vec<(u64, u32, u32)> = (1..=10).map(|i| ((i - 1) * 10_000_000, 100 * i as u32, 2)).collect();
+    let workload = load(&rows);
+    let result = simulate(&workload, &config).expect("runs");
+    let prefill_us = |tokens: u32| {
+        let entry = BatchEntry { new_tokens: tokens, context_tokens: 0, emits_token: true };
+        Span::from_secs_f64_ceil(config.model.iteration_s(&[entry])).0
+    };
+    let ttft9_ms = prefill_us(900) as f64 / 1e3;
+    let decode5 = BatchEntry { new_tokens: 1, context_tokens: 500, emits_token: true };
+    let e2e5_ms =
+        (prefill_us(500) + Span::from_secs_f64_ceil(config.model.iteration_s(&[decode5])).0) as f64 / 1e3;
+    let judge = |spec: String| {
+        GoodputCriterion::parse_percentiles(&spec).expect("spec").judge(&workload, &result, config.slo)
+    };
+    let met = judge(format!("ttft:p90={ttft9_ms},e2e:p50={e2e5_ms}"));
+    assert!(met.met);
+    assert_eq!(met.values_ms, [ttft9_ms, e2e5_ms]);
+    assert_eq!(met.attainment, 1.0);
+    assert!(!judge(format!("ttft:p90={}", ttft9_ms - 0.001)).met);
+    assert!(!judge(format!("e2e:p50={}", e2e5_ms - 0.001)).met);
+}
