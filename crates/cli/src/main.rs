@@ -14,6 +14,7 @@ mod progress;
 mod replay_check_cmd;
 mod report_cmd;
 mod serve_cmd;
+mod serve_search_cmd;
 mod sim_cmd;
 mod sweep;
 mod workload;

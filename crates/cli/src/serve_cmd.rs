@@ -22,6 +22,7 @@ use cotenant_serve::attribution::AttributionEval;
 use cotenant_serve::goodput::GoodputCriterion;
 use cotenant_serve::plan::{goodput_search_with, plan_serve_with, with_windows_for, GOODPUT_ATTAINMENT};
 use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
+use cotenant_serve::search::tensor_parallel_fits;
 use cotenant_serve::synthetic::{expected_requests_bound, generate, SyntheticTenant};
 use cotenant_serve::{
     simulate, summarize, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Summary, Workload,
@@ -110,7 +111,7 @@ const MAX_SHAPLEY_PERMUTATIONS: u32 = 1 << 16;
 const MAX_PLAN_RATE: f64 = 1e12;
 /// Arrivals a plan needs at the target rate to measure a sustained load, seconds: a
 /// rate that squeezes the trace into less is beyond what replaying it can plan.
-const MIN_PLAN_ARRIVAL_SPAN_S: f64 = 60.0;
+pub(crate) const MIN_PLAN_ARRIVAL_SPAN_S: f64 = 60.0;
 
 /// Which requests to replay.
 #[derive(Debug, Clone, clap::Args)]
@@ -339,7 +340,7 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
 
 /// The goodput criterion of `--goodput [SPEC]`: >= 90% attainment without a SPEC, else
 /// the percentile targets it lists (errors name the flag and the part).
-fn goodput_criterion(spec: Option<&str>) -> Result<GoodputCriterion> {
+pub(crate) fn goodput_criterion(spec: Option<&str>) -> Result<GoodputCriterion> {
     match spec {
         None => Ok(GoodputCriterion::Attainment(GOODPUT_ATTAINMENT)),
         Some(text) => {
@@ -362,7 +363,7 @@ fn write_report(path: &Path, document: &Value) -> Result<()> {
     std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))
 }
 
-fn parse_schedulers(text: &str) -> Result<Vec<SchedulerKind>> {
+pub(crate) fn parse_schedulers(text: &str) -> Result<Vec<SchedulerKind>> {
     if text == "all" {
         return Ok(SchedulerKind::ALL.to_vec());
     }
@@ -374,14 +375,14 @@ fn parse_schedulers(text: &str) -> Result<Vec<SchedulerKind>> {
         .collect()
 }
 
-fn resolve_gpu(name: &str) -> Result<GpuSpec> {
+pub(crate) fn resolve_gpu(name: &str) -> Result<GpuSpec> {
     let known = || GPU_CATALOG.iter().map(|g| g.name).collect::<Vec<_>>().join(", ");
     find_gpu(name).copied().with_context(|| format!("--gpu: unknown GPU `{name}` (known: {})", known()))
 }
 
 /// The roofline parameters for `gpu` at `tp`: the GPU's fitted ones
 /// (`RooflineParams::for_gpu`), with `--eta-compute`, `--eta-memory` and `--c0-ms` over them.
-fn roofline_params(args: &DeploymentArgs, gpu: &GpuSpec, tp: u32) -> RooflineParams {
+pub(crate) fn roofline_params(args: &DeploymentArgs, gpu: &GpuSpec, tp: u32) -> RooflineParams {
     let mut params = RooflineParams::for_gpu(gpu.name, tp);
     params.compute_efficiency = args.eta_compute.unwrap_or(params.compute_efficiency);
     params.memory_efficiency = args.eta_memory.unwrap_or(params.memory_efficiency);
@@ -411,15 +412,7 @@ fn roofline(args: &DeploymentArgs, gpu: GpuSpec) -> Result<Roofline> {
     }
 }
 
-/// Whether `tp` GPUs can split the model as vLLM does: the attention heads evenly,
-/// and the KV heads evenly or, with fewer KV heads than GPUs, replicated evenly.
-fn tensor_parallel_fits(tp: u32, model: &ModelShape) -> bool {
-    tp >= 1
-        && model.query_heads.is_multiple_of(tp)
-        && (model.kv_heads.is_multiple_of(tp) || (model.kv_heads > 0 && tp.is_multiple_of(model.kv_heads)))
-}
-
-fn check_tensor_parallel(flag: &str, tp: u32, model: &ModelShape) -> Result<()> {
+pub(crate) fn check_tensor_parallel(flag: &str, tp: u32, model: &ModelShape) -> Result<()> {
     if tensor_parallel_fits(tp, model) {
         return Ok(());
     }
@@ -761,6 +754,36 @@ pub struct PlanServeArgs {
     /// configuration's goodput is searched at.
     #[arg(long, value_name = "SPEC")]
     pub goodput: Option<String>,
+    /// Configuration search (Vidur-Search): every combination of --gpus, --tp-options,
+    /// --pp-options, --replicas-options, --token-budget-options, --max-seqs-options and
+    /// --schedulers, each configuration's goodput (highest rate meeting the SLO: --goodput
+    /// SPEC, else --target attainment), its cost per million tokens from --prices, the
+    /// Pareto front of cost against --pareto-latency and the cheapest configuration.
+    #[arg(long)]
+    pub search: bool,
+    /// --search: pipeline-parallel stages per replica to try, comma-separated.
+    #[arg(long, default_value = "1", value_name = "LIST")]
+    pub pp_options: String,
+    /// --search: replicas to try, comma-separated.
+    #[arg(long, default_value = "1,2", value_name = "LIST")]
+    pub replicas_options: String,
+    /// --search: token budgets (tokens per iteration) to try, comma-separated.
+    #[arg(long, default_value = "2048,8192", value_name = "LIST")]
+    pub token_budget_options: String,
+    /// --search: batch sizes (most sequences per iteration) to try, comma-separated.
+    #[arg(long, default_value = "256", value_name = "LIST")]
+    pub max_seqs_options: String,
+    /// --search: schedulers to try, comma-separated (as --scheduler).
+    #[arg(long, default_value = "fcfs,sarathi", value_name = "LIST")]
+    pub schedulers: String,
+    /// --search: GPU prices, a TOML file as crates/perf/data/gpu_prices.toml ([gpu."NAME"]
+    /// usd_per_gpu_hour, source, date); default: that bundled table.
+    #[arg(long, value_name = "PATH")]
+    pub prices: Option<PathBuf>,
+    /// --search: the latency the Pareto front trades cost against, METRIC:pQ (ttft, tbt,
+    /// tpot, e2e), measured at each configuration's goodput.
+    #[arg(long, default_value = "e2e:p90", value_name = "METRIC:pQ")]
+    pub pareto_latency: String,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -789,6 +812,9 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
     }
     let kind = parse_schedulers(&args.scheduler)?.first().copied().context("--scheduler: none given")?;
     let base = base_config(&args.deployment, &workload, kind, 256.0)?;
+    if args.search {
+        return crate::serve_search_cmd::run_search(&args, &workload, &base);
+    }
     let gpus = args.gpus.split(',').map(|g| resolve_gpu(g.trim())).collect::<Result<Vec<_>>>()?;
     let tps = args
         .tp_options

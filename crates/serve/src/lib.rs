@@ -17,6 +17,7 @@ pub mod plan;
 pub mod request;
 pub mod router;
 pub mod scheduler;
+pub mod search;
 pub mod sim;
 pub mod state;
 pub mod summary;
