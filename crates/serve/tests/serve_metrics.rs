@@ -161,3 +161,41 @@ fn percentile_criterion_by_hand() {
     assert!(!judge(format!("ttft:p90={}", ttft9_ms - 0.001)).met);
     assert!(!judge(format!("e2e:p50={}", e2e5_ms - 0.001)).met);
 }
+
+/// The search skips, with the simulator's own reason, what it refuses: Llama-3.1-70B on
+/// one A100-80G (140 GB of weights), pipeline parallelism (not modelled yet), TP 3
+/// (does not split 32 heads); a configuration that runs has a goodput > 0.
+#[test]
+fn search_skips_what_the_simulator_refuses() {
+    use cotenant_serve::goodput::{GoodputCriterion, LatencyMetric};
+    use cotenant_serve::search::{evaluate, Candidate, LatencyPick};
+    let rows: Vec<(u64, u32, u32)> = (0..40).map(|i| (i * 500_000, 300, 20)).collect();
+    let workload = load(&rows);
+    let mut base = run_config(1, 1 << 16, 8192, 1);
+    base.kv_capacity_tokens = None;
+    let a100 = *find_gpu("A100-80G").expect("catalog");
+    let candidate = Candidate {
+        gpu: a100,
+        tensor_parallel: 1,
+        pipeline_parallel: 1,
+        replicas: 1,
+        token_budget: 2048,
+        max_seqs: 64,
+        scheduler: SchedulerKind::Fcfs,
+    };
+    let criterion = GoodputCriterion::Attainment(0.9);
+    let latency = LatencyPick { metric: LatencyMetric::E2e, percentile: 90.0 };
+    let run = |base: &ServeConfig, candidate: Candidate| {
+        evaluate(&workload, base, candidate, RooflineParams::default(), &criterion, latency).outcome
+    };
+    let measured = run(&base, candidate).expect("8B fits on one A100");
+    assert!(measured.goodput.requests_per_s > 0.0 && measured.latency_ms.is_some());
+    let reason = |outcome: Result<_, String>| outcome.expect_err("skipped");
+    assert!(
+        reason(run(&base, Candidate { pipeline_parallel: 2, ..candidate })).contains("pipeline_parallel = 2")
+    );
+    assert!(reason(run(&base, Candidate { tensor_parallel: 3, ..candidate })).contains("TP 3 does not split"));
+    let mut big = base.clone();
+    big.model.model = ModelShape::parse("Llama-3.1-70B").expect("catalog");
+    assert!(reason(run(&big, candidate)).contains("does not fit on 1 x A100-80G"));
+}
