@@ -3,12 +3,12 @@
 # search, after Vidur-Search) for Llama-3.1-8B and Llama-3.1-70B on the bundled Azure LLM
 # inference 2023 traces (code and conv, searched separately) over A100-80G and H100-SXM,
 # with every command and its verbatim output. Usage: scripts/serve-search.sh
-# (LIMIT=N requests per trace, default 4000).
+# (LIMIT=N requests per trace, default 3000).
 set -Eeuo pipefail
 # Shared prelude: error trap, repository root, TARGET_DIR, BIN, build_cotenant.
 source "$(dirname "$0")/common.sh"
 build_cotenant
-LIMIT=${LIMIT:-4000}
+LIMIT=${LIMIT:-3000}
 f=docs/experiments/serve-search.md
 # The search space every run shares (TP and the SLO vary per model and run).
 SPACE=(--gpus A100-80G,H100-SXM --replicas-options 1 --token-budget-options 2048,8192 --max-seqs-options 256 --schedulers fcfs,sarathi)
@@ -35,7 +35,7 @@ in capacity per dollar).
 Setup here: \`cotenant plan serve --search\` (docs/serving.md, "Configuration search") on
 the first $LIMIT requests of each bundled Azure LLM inference 2023 trace, code (long
 prompts, short outputs: median 1,469 prompt and 13 output tokens over the whole file) and
-conv (shorter prompts, longer outputs: medians 1,020 and 129), each replayed as one tenant; Llama-3.1-8B
+conv (shorter prompts, longer outputs: medians 1,020 and 129; both counted from the bundled CSVs), each replayed as one tenant; Llama-3.1-8B
 (TP 1, 2, 4) and Llama-3.1-70B (TP 1, 2, 4, 8); A100-80G and H100-SXM; token budget 2,048
 or 8,192; FCFS (vLLM) or Sarathi-Serve; one replica (replicas scale goodput and cost
 together, so they change cost per token only through routing). SLO: the default (90% of
@@ -60,6 +60,63 @@ echo "## Llama-3.1-8B, azure-conv, SLO on percentiles (TTFT p90 <= 2 s, TBT p99 
 run plan serve --trace azure-conv --limit "$LIMIT" --model Llama-3.1-8B --search --tp-options 1,2,4 "${SPACE[@]}" --goodput ttft:p90=2000,tbt:p99=100
 echo "## Pipeline parallelism (searched, refused until it is modelled)" >> "$f"; echo >> "$f"
 run plan serve --trace azure-code --limit 300 --model Llama-3.1-70B --search --gpus H100-SXM --tp-options 4 --pp-options 1,2 --replicas-options 1 --token-budget-options 8192 --schedulers fcfs
+echo "## Why Llama-3.1-70B on two A100s has no goodput on the code trace" >> "$f"; echo >> "$f"
+run serve-sim --trace azure-code --limit "$LIMIT" --model Llama-3.1-70B --gpu A100-80G --tp 2 --rate-scale 0.01
+cat >> "$f" <<'MD'
+## Reading
+
+**Chosen configurations** (the `best:` lines above; the cheapest A100 row of the same
+search for comparison, from its table):
+
+| model, trace | best configuration | goodput | $ per M tokens | cheapest on A100-80G | cost spread |
+|---|---|---:|---:|---|---:|
+| 8B, code | H100 TP 2, budget 8,192, Sarathi | 3.68 req/s | 0.912 | TP 2, 8,192, Sarathi: $1.640 | 3.0x |
+| 8B, conv | H100 TP 1, budget 2,048, FCFS | 19.14 req/s | 0.127 | TP 1, 2,048, Sarathi: $0.144 | 1.6x |
+| 70B, code | H100 TP 4, budget 2,048, Sarathi | 0.36 req/s | 18.760 | TP 8, 2,048, Sarathi: $35.241 | 13.9x |
+| 70B, conv | H100 TP 4, budget 2,048, Sarathi | 7.47 req/s | 1.297 | TP 4, 2,048, FCFS: $1.942 | 5.2x |
+| 8B, conv, TTFT p90 / TBT p99 | H100 TP 1, budget 2,048, FCFS | 19.14 req/s | 0.127 | TP 1, 2,048, Sarathi: $0.144 | 3.3x |
+
+**Against Vidur-Search, in kind.** (1) The best configuration depends on the workload, as
+Vidur found across its traces: for the 8B model the code trace (long prompts, a handful
+of output tokens) is served cheapest by two tensor-parallel H100s with Sarathi's chunked
+prefills keeping decodes moving, the conversation trace by a single H100 with plain FCFS;
+the same GPUs cost 7x more per token on code than on conv, because code's prompts are
+long and its requests arrive in bursts (below). For 70B both traces pick H100 TP 4 with a
+2,048-token budget and Sarathi, but at costs 14x apart. (2) Configurations spread widely
+in cost at the same SLO: 1.6x to 13.9x between the cheapest and the dearest configuration
+of one search here; Vidur likewise reports large differences in capacity per dollar
+across its configuration space, which is the reason to search at all. We did not
+reproduce Vidur's own numbers (its models are LLaMA2, its traces and SLOs differ, and it
+runs Poisson arrivals with trace lengths), so only the direction compares. (3) The SLO's
+form changes the ranking though not the winner here: with percentiles of every token gap
+(TBT p99 <= 100 ms) instead of the 90%-of-requests rule on mean TPOT, FCFS with an
+8,192-token budget loses about half its goodput (a long prefill in the batch stretches
+the decodes' gaps past 100 ms: H100 TP 1 drops to about 10 req/s, see its row) while
+Sarathi and the 2,048 budget keep theirs, so the spread grows from 1.6x to 3.3x. (4) The
+search is cheap, as Vidur's is: about 130 configurations of 12 to 24 simulations each in
+the wall time below on a shared 2-core machine, where Vidur reports about one CPU-hour for
+LLaMA2-70B instead of tens of thousands of GPU-hours.
+
+**H100 over A100 despite 2.4x the price.** Every search picks an H100: at these (pre-cut)
+list prices an H100 costs 2.4x an A100-80G per hour, but the calibrated roofline gives it
+2.7x the goodput at the SLO (8B conv: 19.14 against 7.02 req/s on one GPU) and more on
+prefill-heavy code. With the post-June-2025 AWS prices the H100 would win by more; with
+cheaper A100 offers (the A100's market price fell faster) the answer can flip, so pass
+your prices with `--prices`.
+
+**What limits the reading.** The code trace is bursty: in its first 3,000 requests up to
+67 arrive within one second (counted from the bundled CSV's timestamps). Scaling the rate stretches every gap by the same factor, so
+the goodput is set by how fast the densest bursts drain, not by the mean rate: 8B on one
+A100 sustains 0.29 to 0.36 req/s, an eighth of the trace's own 2.75 req/s. Llama-3.1-70B
+on two A100s never meets the 90% rule on code at any rate (goodput 0, no cost): at 1% of
+the trace's rate (the serve-sim run above) only 64% of requests meet the SLO, because its
+longer prompts (14% of the first 3,000 exceed 4,000 tokens, counted from the bundled CSV) take more than 2 s to prefill and a
+request's few output tokens wait behind such prefills (TPOT p90 186 ms). Replicas were fixed at
+1 (more replicas multiply goodput and cost alike, changing cost per token only through
+routing), and pipeline parallelism is searched but refused until the simulator models it
+(last run above: the PP 2 configuration is skipped with the reason). Prices are one
+provider's dated list prices (crates/perf/data/gpu_prices.toml); costs scale with them.
+MD
 elapsed=$(( $(date +%s) - started ))
 echo "(script wall time: ${elapsed} s on this machine)" >> "$f"; echo >> "$f"
 echo "wrote $f in ${elapsed} s"
