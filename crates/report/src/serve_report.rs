@@ -170,6 +170,15 @@ fn over_time(values: &[f64], window_s: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The caption's note when a series of `windows` is drawn coarser than one point per window.
+fn coarse_note(windows: usize) -> String {
+    if windows > MAX_TIME_POINTS {
+        format!(" Each point is the maximum over {} consecutive windows.", windows.div_ceil(MAX_TIME_POINTS))
+    } else {
+        String::new()
+    }
+}
+
 /// VTC's service difference over time, series = schedulers.
 fn service_figure(
     report: &mut HtmlReport,
@@ -190,11 +199,7 @@ fn service_figure(
         windows = windows.max(values.len());
         figure.push(Series::step(&run.scheduler, over_time(&values, run.window_s)));
     }
-    let coarse = if windows > MAX_TIME_POINTS {
-        format!(" Each point is the maximum over {} consecutive windows.", windows.div_ceil(MAX_TIME_POINTS))
-    } else {
-        String::new()
-    };
+    let coarse = coarse_note(windows);
     report.named_figure(
         &figure_name(prefix, "service-difference"),
         figure,
@@ -229,11 +234,7 @@ fn kv_figure(report: &mut HtmlReport, results: &SavedServeResults, prefix: &str)
         figure.push(Series::step(&format!("{} mean", run.scheduler), over_time(&means, run.window_s)));
         figure.push(Series::step(&format!("{} max", run.scheduler), over_time(&run.kv_max, run.window_s)));
     }
-    let coarse = if windows > MAX_TIME_POINTS {
-        format!(" Each point is the maximum over {} consecutive windows.", windows.div_ceil(MAX_TIME_POINTS))
-    } else {
-        String::new()
-    };
+    let coarse = coarse_note(windows);
     report.named_figure(
         &figure_name(prefix, "kv-utilization"),
         figure,

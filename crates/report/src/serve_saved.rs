@@ -681,6 +681,25 @@ mod tests {
             "doc.json: field runs[0].windows: 2 service rows, 2 backlogged rows and 1 service differences: expected \
              one of each per window"
         );
+        // KV utilization: optional (older documents), but both series or neither, aligned.
+        assert_eq!(
+            error_of(|d| d["runs"][0]["windows"]["kv_utilization_mean"] = json!([0.5, null])),
+            "doc.json: field runs[0].windows.kv_utilization_max: missing"
+        );
+        assert_eq!(
+            error_of(|d| {
+                d["runs"][0]["windows"]["kv_utilization_mean"] = json!([0.5, "x"]);
+                d["runs"][0]["windows"]["kv_utilization_max"] = json!([0.5, 0.7]);
+            }),
+            "doc.json: field runs[0].windows.kv_utilization_mean[1]: expected a finite number or null"
+        );
+        assert_eq!(
+            error_of(|d| {
+                d["runs"][0]["windows"]["kv_utilization_mean"] = json!([0.5, null]);
+                d["runs"][0]["windows"]["kv_utilization_max"] = json!([0.5]);
+            }),
+            "doc.json: field runs[0].windows: 2 KV means and 1 KV maxima: expected one of each per window"
+        );
         assert_eq!(
             error_of(|d| {
                 d["workload"].as_object_mut().unwrap().remove("tenants");

@@ -61,29 +61,25 @@ fn write_plan(
     rows: &[PlanRow],
     max_replicas: u32,
 ) -> fmt::Result {
-    if let Some(criterion) = criterion {
-        writeln!(
-            out,
-            "{} on {} requests at {:.2} req/s, scheduler {}, SLO {}:",
-            config.model.model.name,
-            workload.requests.len(),
-            workload.request_rate_per_s(),
-            config.scheduler.kind.name(),
-            criterion.describe()
-        )?;
-    } else {
-        writeln!(
+    let slo = criterion.map_or_else(
+        || {
+            format!(
+                "TTFT <= {} ms and TPOT <= {} ms for {:.0}% of requests",
+                config.slo.ttft.0 / 1000,
+                config.slo.tbt.0 / 1000,
+                100.0 * target
+            )
+        },
+        GoodputCriterion::describe,
+    );
+    writeln!(
         out,
-        "{} on {} requests at {:.2} req/s, scheduler {}, SLO TTFT <= {} ms and TPOT <= {} ms for {:.0}% of requests:",
+        "{} on {} requests at {:.2} req/s, scheduler {}, SLO {slo}:",
         config.model.model.name,
         workload.requests.len(),
         workload.request_rate_per_s(),
         config.scheduler.kind.name(),
-        config.slo.ttft.0 / 1000,
-        config.slo.tbt.0 / 1000,
-        100.0 * target
     )?;
-    }
     writeln!(out, "| GPU | TP | replicas | GPUs | attainment |\n|---|---:|---:|---:|---:|")?;
     for r in rows {
         writeln!(
