@@ -15,6 +15,7 @@ mod replay_check_cmd;
 mod report_cmd;
 mod serve_cmd;
 mod serve_request;
+mod serve_search_cmd;
 mod sim_cmd;
 mod sweep;
 mod workload;

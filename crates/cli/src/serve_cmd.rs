@@ -12,16 +12,18 @@ use cotenant_core::limits::{
 use cotenant_core::Span;
 use cotenant_perf::{find_gpu, GpuSpec, ModelShape, Roofline, RooflineParams, GPU_CATALOG};
 use cotenant_report::serve_json::{
-    attribution_json, bench_json, diagnostics_json, goodput_json, plan_json, serve_runs_json, summary_json,
-    windows_json, BenchFigures, GoodputFigures,
+    attribution_json, bench_json, diagnostics_json, goodput_json, kv_windows_json, plan_json,
+    serve_runs_json, summary_json, windows_json, BenchFigures, GoodputFigures,
 };
 use cotenant_report::serve_report::serve_report_html;
 use cotenant_report::serve_saved::{read_saved_results, saved_results_json, saved_run_json};
 use cotenant_report::serve_table::{plan_table_text, serve_run_text, ServeRunText};
 use cotenant_serve::attribution::AttributionEval;
 use cotenant_serve::closed_loop::issued_workload;
-use cotenant_serve::plan::{goodput_search, plan_serve, with_windows_for, GOODPUT_ATTAINMENT};
+use cotenant_serve::goodput::GoodputCriterion;
+use cotenant_serve::plan::{goodput_search_with, plan_serve_with, with_windows_for, GOODPUT_ATTAINMENT};
 use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
+use cotenant_serve::search::tensor_parallel_fits;
 use cotenant_serve::sim::disagg::{disagg_search, DisaggConfig};
 use cotenant_serve::synthetic::{expected_requests_bound, generate, SyntheticTenant};
 use cotenant_serve::{
@@ -115,7 +117,7 @@ const MAX_SHAPLEY_PERMUTATIONS: u32 = 1 << 16;
 const MAX_PLAN_RATE: f64 = 1e12;
 /// Arrivals a plan needs at the target rate to measure a sustained load, seconds: a
 /// rate that squeezes the trace into less is beyond what replaying it can plan.
-const MIN_PLAN_ARRIVAL_SPAN_S: f64 = 60.0;
+pub(crate) const MIN_PLAN_ARRIVAL_SPAN_S: f64 = 60.0;
 
 /// Which requests to replay.
 #[derive(Debug, Clone, clap::Args)]
@@ -252,9 +254,11 @@ pub struct ServeSimArgs {
     /// Print per-window service per tenant (service / weight).
     #[arg(long)]
     pub windows: bool,
-    /// Also search the goodput: the largest rate scale with >= 90% SLO attainment.
-    #[arg(long)]
-    pub goodput: bool,
+    /// Also search the goodput: the largest rate scale with >= 90% SLO attainment, or,
+    /// given SPEC, at which chosen latency percentiles meet their targets (DistServe):
+    /// METRIC:pQ=MS,... with METRIC ttft, tbt, tpot or e2e, e.g. ttft:p90=2000,tbt:p99=100.
+    #[arg(long, value_name = "SPEC", num_args = 0..=1)]
+    pub goodput: Option<Option<String>>,
     /// Closed-loop clients, as vLLM's benchmark_serving.py --max-concurrency: at most N
     /// requests in flight, the next issued when one finishes (at its trace arrival if
     /// later); latencies are measured from issue (1 to 16777216).
@@ -321,6 +325,7 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
         }
         if args.windows {
             report["windows"] = windows_json(&result.windows);
+            report["kv_windows"] = kv_windows_json(&result.usage.kv_windows);
         }
         let structure = structure_json(&config, &result);
         if let Some(structure) = &structure {
@@ -329,9 +334,10 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
         if args.bench {
             report["bench"] = bench_json(&bench_figures(&workload, &config, &result, wall_s));
         }
-        if args.goodput {
+        if let Some(spec) = &args.goodput {
+            let criterion = goodput_criterion(spec.as_deref())?;
             let search_started = Instant::now();
-            let found = goodput_search(&workload, &config, GOODPUT_ATTAINMENT, 1.0)?;
+            let found = goodput_search_with(&workload, &config, &criterion, 1.0)?;
             let search_wall_s = search_started.elapsed().as_secs_f64();
             let at_goodput = workload.with_rate_scale(found.rate_scale.max(f64::MIN_POSITIVE));
             let at_config = with_windows_for(&config, &at_goodput);
@@ -341,6 +347,7 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
                 at_goodput: &at_summary,
                 arrival_span_s: arrival_span_s(&at_goodput),
                 search_wall_s,
+                criterion: &criterion,
             });
         }
         if !args.json {
@@ -380,6 +387,17 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
     Ok(())
 }
 
+/// The goodput criterion of `--goodput [SPEC]`: >= 90% attainment without a SPEC, else
+/// the percentile targets it lists (errors name the flag and the part).
+pub(crate) fn goodput_criterion(spec: Option<&str>) -> Result<GoodputCriterion> {
+    match spec {
+        None => Ok(GoodputCriterion::Attainment(GOODPUT_ATTAINMENT)),
+        Some(text) => {
+            GoodputCriterion::parse_percentiles(text).map_err(|e| anyhow::anyhow!("--goodput {text}: {e}"))
+        }
+    }
+}
+
 /// `value` as pretty JSON and a newline, to `path`.
 fn write_json(path: &Path, value: &Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value)? + "\n";
@@ -394,7 +412,7 @@ fn write_report(path: &Path, document: &Value) -> Result<()> {
     std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))
 }
 
-fn parse_schedulers(text: &str) -> Result<Vec<SchedulerKind>> {
+pub(crate) fn parse_schedulers(text: &str) -> Result<Vec<SchedulerKind>> {
     if text == "all" {
         return Ok(SchedulerKind::ALL.to_vec());
     }
@@ -406,14 +424,14 @@ fn parse_schedulers(text: &str) -> Result<Vec<SchedulerKind>> {
         .collect()
 }
 
-fn resolve_gpu(name: &str) -> Result<GpuSpec> {
+pub(crate) fn resolve_gpu(name: &str) -> Result<GpuSpec> {
     let known = || GPU_CATALOG.iter().map(|g| g.name).collect::<Vec<_>>().join(", ");
     find_gpu(name).copied().with_context(|| format!("--gpu: unknown GPU `{name}` (known: {})", known()))
 }
 
 /// The roofline parameters for `gpu` at `tp`: the GPU's fitted ones
 /// (`RooflineParams::for_gpu`), with `--eta-compute`, `--eta-memory` and `--c0-ms` over them.
-fn roofline_params(args: &DeploymentArgs, gpu: &GpuSpec, tp: u32) -> RooflineParams {
+pub(crate) fn roofline_params(args: &DeploymentArgs, gpu: &GpuSpec, tp: u32) -> RooflineParams {
     let mut params = RooflineParams::for_gpu(gpu.name, tp);
     params.compute_efficiency = args.eta_compute.unwrap_or(params.compute_efficiency);
     params.memory_efficiency = args.eta_memory.unwrap_or(params.memory_efficiency);
@@ -441,14 +459,6 @@ fn roofline(args: &DeploymentArgs, gpu: GpuSpec) -> Result<Roofline> {
             None => bail!("--latency-model: expected `roofline` or `profile:DIR`, got `{other}`"),
         },
     }
-}
-
-/// Whether `tp` GPUs can split the model as vLLM does: the attention heads evenly,
-/// and the KV heads evenly or, with fewer KV heads than GPUs, replicated evenly.
-fn tensor_parallel_fits(tp: u32, model: &ModelShape) -> bool {
-    tp >= 1
-        && model.query_heads.is_multiple_of(tp)
-        && (model.kv_heads.is_multiple_of(tp) || (model.kv_heads > 0 && tp.is_multiple_of(model.kv_heads)))
 }
 
 pub(crate) fn check_tensor_parallel(flag: &str, tp: u32, model: &ModelShape) -> Result<()> {
@@ -882,7 +892,7 @@ pub struct PlanServeArgs {
     /// Most replicas tried per GPU type and TP degree (1 to 4096).
     #[arg(long, default_value_t = 64, value_parser = integer_in(1, MAX_SERVE_REPLICAS))]
     pub max_replicas: u32,
-    /// Pipeline-parallel degrees to consider, comma-separated (each 1 to the model's layers).
+    /// Pipeline-parallel degrees to consider (plans and --search), comma-separated (each 1 to the model's layers).
     #[arg(long, default_value = "1")]
     pub pp_options: String,
     /// Size disaggregated pools instead: for each GPU type and TP degree, the fewest
@@ -890,6 +900,38 @@ pub struct PlanServeArgs {
     /// target, up to --max-replicas in all (link as --disagg gives it, else the default).
     #[arg(long)]
     pub disagg_search: bool,
+    /// Meet chosen latency percentiles instead of --target attainment: METRIC:pQ=MS,...
+    /// (ttft, tbt, tpot, e2e), e.g. ttft:p90=2000,tbt:p99=100; with --search, the SLO each
+    /// configuration's goodput is searched at.
+    #[arg(long, value_name = "SPEC")]
+    pub goodput: Option<String>,
+    /// Configuration search (Vidur-Search): every combination of --gpus, --tp-options,
+    /// --pp-options, --replicas-options, --token-budget-options, --max-seqs-options and
+    /// --schedulers, each configuration's goodput (highest rate meeting the SLO: --goodput
+    /// SPEC, else --target attainment), its cost per million tokens from --prices, the
+    /// Pareto front of cost against --pareto-latency and the cheapest configuration.
+    #[arg(long)]
+    pub search: bool,
+    /// --search: replicas to try, comma-separated.
+    #[arg(long, default_value = "1,2", value_name = "LIST")]
+    pub replicas_options: String,
+    /// --search: token budgets (tokens per iteration) to try, comma-separated.
+    #[arg(long, default_value = "2048,8192", value_name = "LIST")]
+    pub token_budget_options: String,
+    /// --search: batch sizes (most sequences per iteration) to try, comma-separated.
+    #[arg(long, default_value = "256", value_name = "LIST")]
+    pub max_seqs_options: String,
+    /// --search: schedulers to try, comma-separated (as --scheduler).
+    #[arg(long, default_value = "fcfs,sarathi", value_name = "LIST")]
+    pub schedulers: String,
+    /// --search: GPU prices, a TOML file as crates/perf/data/gpu_prices.toml ([gpu."NAME"]
+    /// usd_per_gpu_hour, source, date); default: that bundled table.
+    #[arg(long, value_name = "PATH")]
+    pub prices: Option<PathBuf>,
+    /// --search: the latency the Pareto front trades cost against, METRIC:pQ (ttft, tbt,
+    /// tpot, e2e), measured at each configuration's goodput.
+    #[arg(long, default_value = "e2e:p90", value_name = "METRIC:pQ")]
+    pub pareto_latency: String,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -918,6 +960,9 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
     }
     let kind = parse_schedulers(&args.scheduler)?.first().copied().context("--scheduler: none given")?;
     let base = base_config(&args.deployment, &workload, kind, 256.0)?;
+    if args.search {
+        return crate::serve_search_cmd::run_search(&args, &workload, &base);
+    }
     let gpus = args.gpus.split(',').map(|g| resolve_gpu(g.trim())).collect::<Result<Vec<_>>>()?;
     let tps = args
         .tp_options
@@ -953,13 +998,21 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
     }
     // One plan per pipeline-parallel degree (GPUs = replicas x TP x PP); with the default
     // PP 1 alone, the single plan as before.
+    let criterion = match &args.goodput {
+        Some(spec) => goodput_criterion(Some(spec))?,
+        None => GoodputCriterion::Attainment(args.target),
+    };
+    let shown = args.goodput.is_some().then_some(&criterion);
     let mut plans = Vec::new();
     for &pp in &pps {
         let mut staged = base.clone();
         staged.pipeline_parallel = pp;
-        let rows = plan_serve(&workload, &staged, &gpus, &tps, &params, args.target, args.max_replicas);
+        let rows = plan_serve_with(&workload, &staged, &gpus, &tps, &params, &criterion, args.max_replicas);
         if args.json {
-            let plan = plan_json(&workload, args.target, &rows);
+            let mut plan = plan_json(&workload, args.target, &rows);
+            if args.goodput.is_some() {
+                plan["criterion"] = criterion.describe().into();
+            }
             plans.push(if pps == [1] {
                 plan
             } else {
@@ -969,7 +1022,7 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
             if pps != [1] {
                 println!("Pipeline-parallel degree {pp} (GPUs = replicas x TP x {pp}):");
             }
-            print!("{}", plan_table_text(&workload, &staged, args.target, &rows, args.max_replicas));
+            print!("{}", plan_table_text(&workload, &staged, args.target, shown, &rows, args.max_replicas));
         }
     }
     if args.json {

@@ -116,8 +116,9 @@ fn saved_document_and_report_hold_the_runs_data() {
         "self-contained"
     );
     let figures = figures_of(&html);
-    // TTFT, TPOT and E2E: all tenants, a, b (3 x 3); every token gap; service difference.
-    assert_eq!(figures.len(), 11, "{:?}", figures.iter().map(|f| texts(f.0)[0].clone()).collect::<Vec<_>>());
+    // TTFT, TPOT and E2E: all tenants, a, b (3 x 3); every token gap; service difference;
+    // KV utilization.
+    assert_eq!(figures.len(), 12, "{:?}", figures.iter().map(|f| texts(f.0)[0].clone()).collect::<Vec<_>>());
     let cdf_points = 2 * levels.len() - 1; // a step line through every level
     for (svg, caption) in &figures[..10] {
         let labels = texts(svg);
@@ -150,6 +151,20 @@ fn saved_document_and_report_hold_the_runs_data() {
     }
     let (_, high) = tick_span(&labels);
     assert!(high >= vtc_difference, "the y axis reaches the largest difference {vtc_difference}");
+    // KV utilization over time: a mean and a max line per scheduler, within 0-1, as many
+    // windows as the saved series (a step line through each).
+    let (kv_svg, kv_caption) = figures[11];
+    let kv_labels = texts(kv_svg);
+    for name in ["fcfs mean", "fcfs max", "vtc mean", "vtc max"] {
+        assert!(kv_labels.iter().any(|t| t == name), "{kv_labels:?}");
+    }
+    assert!(kv_caption.contains("kv_utilization_mean"));
+    for run in runs {
+        let maxima = numbers(&run["windows"]["kv_utilization_max"]);
+        assert!(!maxima.is_empty() && maxima.iter().all(|m| (0.0..=1.0).contains(m)));
+        let peak = maxima.iter().copied().fold(0.0, f64::max);
+        assert_eq!(peak, run["summary"]["kv_utilization_max"].as_f64().unwrap(), "windows' max is the run's");
+    }
     // The table: every metric of both runs, e.g. the SLO attainment and per-tenant service.
     assert!(html.contains("<th scope=\"row\">slo_attainment</th>"));
     assert!(html.contains("<th scope=\"row\">tenants[b].service</th>"));

@@ -7,6 +7,7 @@ pub mod calibration;
 pub mod gpu;
 pub mod memory;
 pub mod model;
+pub mod prices;
 pub mod profile;
 pub mod roofline;
 pub mod slice_speed;

@@ -386,6 +386,56 @@ impl Roofline {
     }
 }
 
+/// Model FLOPs and bytes moved by one iteration, for MFU and MBU (model FLOP and memory
+/// bandwidth utilization), from the same terms [`Roofline`] times. Summed over the
+/// replica's GPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct IterationWork {
+    /// Linear layers 2 L P T (P = [`ModelShape::linear_params_per_layer`], T new tokens),
+    /// plus attention sum_i 4 L H_q h (t_i k_i + t_i^2 / 2), plus the LM head 2 d V R (R
+    /// sampled rows). Model FLOPs: K/V heads that tensor parallelism replicates count once.
+    pub flops: f64,
+    /// Weights read once per iteration (b L sum k n over each GPU's linear shards, times
+    /// tp, + b d V for the LM head), the linear layers' activations read and written
+    /// (tp L b (k + n) T), the element-wise operators' bytes (tp L T x their bytes per
+    /// token) and KV read and written (sum_i 2 L H_kv h b (k_i + t_i)): what the roofline's
+    /// memory terms move.
+    pub bytes: f64,
+}
+
+/// [`IterationWork`] of `entries` for `model` on `tp` tensor-parallel GPUs.
+pub fn iteration_work(model: &ModelShape, tp: u32, entries: &[BatchEntry]) -> IterationWork {
+    let tp = tp.max(1);
+    let layers = model.layers as f64;
+    let b = model.bytes_per_param as f64;
+    let (hq, hkv, h) = (model.query_heads as f64, model.kv_heads as f64, model.head_dim as f64);
+    let (mut tokens, mut rows, mut attention_units, mut kv_tokens) = (0.0, 0.0, 0.0, 0.0);
+    for entry in entries {
+        let (t, k) = (entry.new_tokens as f64, entry.context_tokens as f64);
+        if t == 0.0 {
+            continue;
+        }
+        tokens += t;
+        rows += f64::from(u8::from(entry.emits_token));
+        attention_units += t * k + t * t / 2.0;
+        kv_tokens += k + t;
+    }
+    if tokens == 0.0 {
+        return IterationWork::default();
+    }
+    let flops = 2.0 * layers * model.linear_params_per_layer() * tokens
+        + 4.0 * layers * hq * h * attention_units
+        + 2.0 * model.lm_head_params() * rows;
+    let gpus = tp as f64;
+    let dims = linear_op_dims(model, tp);
+    let weights =
+        gpus * layers * b * dims.iter().map(|(k, n)| k * n).sum::<f64>() + b * model.lm_head_params();
+    let activations = gpus * layers * b * dims.iter().map(|(k, n)| k + n).sum::<f64>() * tokens;
+    let elementwise = gpus * layers * elementwise_bytes_per_token(model, tp).iter().sum::<f64>() * tokens;
+    let kv = 2.0 * layers * hkv * h * b * kv_tokens;
+    IterationWork { flops, bytes: weights + activations + elementwise + kv }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -472,6 +522,72 @@ mod tests {
         let shape = ModelShape::parse("Llama-3.1-8B").expect("catalog");
         assert_eq!(linear_op_dims(&shape, 16)[0], (4096.0, 512.0));
         assert_eq!(linear_op_dims(&shape, 2)[0], (4096.0, (16.0 + 8.0) * 128.0));
+    }
+
+    /// MFU of the 1,024-token prefill above, on paper:
+    /// P = 4096 x 4096 + 2 x 4096 x 1024 + 4096 x 4096 + 3 x 4096 x 14336 = 218,103,808 per layer;
+    /// linear 2 x 32 x P x 1024 = 14,293,651,161,088 FLOPs;
+    /// attention 4 x 32 x 32 x 128 x 1024^2 / 2 = 274,877,906,944;
+    /// LM head 2 x 4096 x 128,256 = 1,050,673,152; total 14,569,579,741,184 FLOPs
+    /// over 24.910 ms at 989 TFLOP/s peak: MFU = 1.45696e13 / 2.46360e13 = 0.5914.
+    #[test]
+    fn prefill_mfu_by_hand() {
+        let model = llama8b_h100();
+        let entry = BatchEntry { new_tokens: 1024, context_tokens: 0, emits_token: true };
+        let work = iteration_work(&model.model, 1, &[entry]);
+        assert_eq!(work.flops, 14_569_579_741_184.0);
+        let mfu = work.flops / (989e12 * model.iteration_s(&[entry]));
+        assert!(close(mfu, 0.5914, 1e-3), "{mfu}");
+    }
+
+    /// MBU of the 64-decode batch above, on paper (bytes): weights 2 x 32 x 218,103,808
+    /// = 13,958,643,712 + LM head 2 x 4096 x 128,256 = 1,050,673,152; linear activations
+    /// 2 x 32 x 64 x (10,240 + 8,192 + 32,768 + 18,432) = 285,212,672; element-wise
+    /// 163,840 x 32 x 64 = 335,544,320; KV 2 x 32 x 8 x 128 x 2 x 1,001 x 64 = 8,396,996,608;
+    /// total 24,027,070,464 over 10.587 ms at 3.35 TB/s: MBU = 2.40271e10 / 3.54665e10 = 0.6775.
+    #[test]
+    fn decode_mbu_by_hand() {
+        let model = llama8b_h100();
+        let entries = vec![BatchEntry { new_tokens: 1, context_tokens: 1000, emits_token: true }; 64];
+        let work = iteration_work(&model.model, 1, &entries);
+        assert_eq!(work.bytes, 24_027_070_464.0);
+        let mbu = work.bytes / (3.35e12 * model.iteration_s(&entries));
+        assert!(close(mbu, 0.6775, 1e-3), "{mbu}");
+    }
+
+    /// The roofline's time is at least each term's compute and memory time, so the FLOPs
+    /// and bytes it is charged for never exceed the efficiency-scaled peaks: MFU <= eta_c
+    /// and MBU <= max(eta_m, element-wise etas), for any batch and TP degree.
+    #[test]
+    fn utilization_never_exceeds_the_efficiencies() {
+        let gpu = *find_gpu("A100-80G").expect("catalog");
+        for name in ["Llama-3.1-8B", "Llama-3.1-70B"] {
+            let shape = ModelShape::parse(name).expect("catalog");
+            for tp in [1, 2, 8, 16] {
+                let params = RooflineParams::default();
+                let model = Roofline::new(shape.clone(), gpu, tp, params);
+                for (t, k, n) in [(1, 10, 1), (1, 4000, 256), (8192, 0, 1), (512, 3000, 3), (1, 0, 1)] {
+                    let entries = vec![BatchEntry { new_tokens: t, context_tokens: k, emits_token: true }; n];
+                    let work = iteration_work(&shape, tp, &entries);
+                    let seconds = model.iteration_s(&entries);
+                    let gpus = f64::from(tp);
+                    let mfu = work.flops / (gpu.dense_tflops * 1e12 * gpus * seconds);
+                    let mbu = work.bytes / (gpu.memory_tb_per_s * 1e12 * gpus * seconds);
+                    assert!(
+                        mfu > 0.0 && mfu <= params.compute_efficiency,
+                        "{name} tp {tp} ({t},{k},{n}): MFU {mfu}"
+                    );
+                    assert!(
+                        mbu > 0.0 && mbu <= params.memory_efficiency,
+                        "{name} tp {tp} ({t},{k},{n}): MBU {mbu}"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            iteration_work(&ModelShape::parse("Llama-3.1-8B").expect("catalog"), 1, &[]),
+            IterationWork::default()
+        );
     }
 
     #[test]

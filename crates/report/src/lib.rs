@@ -21,6 +21,7 @@ pub mod results;
 pub mod serve_json;
 pub mod serve_report;
 pub mod serve_saved;
+pub mod serve_search;
 pub mod serve_table;
 pub mod sim_report;
 pub mod svg_read;

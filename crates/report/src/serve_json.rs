@@ -5,9 +5,11 @@
 use serde_json::{json, Map, Value};
 
 use cotenant_serve::attribution::AttributionErrors;
+use cotenant_serve::goodput::GoodputCriterion;
 use cotenant_serve::metrics::Percentiles;
 use cotenant_serve::plan::{GoodputResult, PlanRow};
 use cotenant_serve::sim::ServiceWindow;
+use cotenant_serve::utilization::KvWindow;
 use cotenant_serve::{Summary, Workload};
 
 /// `{"p50", "p90", "p99", "mean"}`; a mean that is not finite is `null`.
@@ -40,6 +42,14 @@ pub fn summary_json(s: &Summary) -> Value {
         "jain_index": s.jain_index,
         "max_window_service_difference": s.max_window_service_difference,
         "max_service_difference": s.max_service_difference,
+        "model_flops": s.utilization.model_flops,
+        "bytes_moved": s.utilization.bytes_moved,
+        "mfu": s.utilization.mfu,
+        "mbu": s.utilization.mbu,
+        "mfu_wall": s.utilization.mfu_wall,
+        "mbu_wall": s.utilization.mbu_wall,
+        "kv_utilization_mean": s.utilization.kv_mean,
+        "kv_utilization_max": s.utilization.kv_max,
         "tenants": s.tenants.iter().map(|t| json!({
             "name": t.name, "weight": t.weight, "requests": t.requests, "service": t.service,
             "attributed_gpu_s": t.attributed_gpu_s, "ttft_ms": percentiles_json(&t.ttft_ms),
@@ -75,6 +85,12 @@ pub fn windows_json(windows: &[ServiceWindow]) -> Value {
         .collect::<Vec<_>>())
 }
 
+/// Per window of iterations (`--windows`): KV blocks in use / capacity over all replicas,
+/// the busy-time-weighted mean (null without iterations) and the maximum.
+pub fn kv_windows_json(windows: &[KvWindow]) -> Value {
+    json!(windows.iter().map(|w| json!({"mean": w.mean(), "max": w.max})).collect::<Vec<_>>())
+}
+
 /// The workload: source, request count, arrival rate and tenants with weights.
 pub fn workload_json(workload: &Workload) -> Value {
     json!({
@@ -95,6 +111,8 @@ pub struct GoodputFigures<'a> {
     pub arrival_span_s: f64,
     /// Wall-clock seconds the search took.
     pub search_wall_s: f64,
+    /// What meeting the SLO meant.
+    pub criterion: &'a GoodputCriterion,
 }
 
 /// The goodput object of a serve-sim run (`--goodput`).
@@ -111,7 +129,23 @@ pub fn goodput_json(g: &GoodputFigures<'_>) -> Value {
         "arrival_span_s": g.arrival_span_s,
         "search_wall_s": g.search_wall_s,
         "probes": g.search.probes,
+        "criterion": g.criterion.describe(),
+        "targets": targets_json(g.criterion, &g.search.values_ms),
     })
+}
+
+/// A percentile criterion's targets with the values measured at the goodput (null when
+/// no probed rate met them); `[]` for the attainment criterion.
+pub fn targets_json(criterion: &GoodputCriterion, values_ms: &[f64]) -> Value {
+    let GoodputCriterion::Percentiles(targets) = criterion else { return json!([]) };
+    json!(targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({
+            "metric": t.metric.name(), "percentile": t.percentile, "target_ms": t.target_ms,
+            "value_ms": values_ms.get(i),
+        }))
+        .collect::<Vec<_>>())
 }
 
 /// Timings of a serve-sim run (`--bench`), measured by the caller.
@@ -195,6 +229,7 @@ mod tests {
             jain_index: 1.0,
             max_window_service_difference: 0.0,
             max_service_difference: 0.0,
+            utilization: Default::default(),
         }
     }
 
@@ -215,13 +250,21 @@ mod tests {
             keys,
             [
                 "busy_fraction",
+                "bytes_moved",
                 "duration_s",
                 "e2e_ms",
                 "finished",
                 "iterations",
                 "jain_index",
+                "kv_utilization_max",
+                "kv_utilization_mean",
                 "max_service_difference",
                 "max_window_service_difference",
+                "mbu",
+                "mbu_wall",
+                "mfu",
+                "mfu_wall",
+                "model_flops",
                 "normalized_latency_ms_per_token",
                 "output_tokens_per_s",
                 "preemptions",
@@ -282,13 +325,20 @@ mod tests {
             attainment: 0.95,
             probes: vec![(1.0, 1.0), (2.0, 0.95), (4.0, 0.5)],
             capped: false,
+            values_ms: vec![12.5],
         };
         let goodput = goodput_json(&GoodputFigures {
             search: &search,
             at_goodput: &summary(),
             arrival_span_s: 100.0,
             search_wall_s: 0.1,
+            criterion: &GoodputCriterion::parse_percentiles("tbt:p99=20").unwrap(),
         });
+        assert_eq!(goodput["criterion"], json!("TBT p99 <= 20 ms"));
+        assert_eq!(
+            goodput["targets"],
+            json!([{"metric": "tbt", "percentile": 99.0, "target_ms": 20.0, "value_ms": 12.5}])
+        );
         assert_eq!(goodput["simulations"], json!(3));
         assert_eq!(goodput["tbt_p99_ms"], json!(3.0));
         assert_eq!(goodput["probes"], json!([[1.0, 1.0], [2.0, 0.95], [4.0, 0.5]]));

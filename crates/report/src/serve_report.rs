@@ -170,6 +170,15 @@ fn over_time(values: &[f64], window_s: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The caption's note when a series of `windows` is drawn coarser than one point per window.
+fn coarse_note(windows: usize) -> String {
+    if windows > MAX_TIME_POINTS {
+        format!(" Each point is the maximum over {} consecutive windows.", windows.div_ceil(MAX_TIME_POINTS))
+    } else {
+        String::new()
+    }
+}
+
 /// VTC's service difference over time, series = schedulers.
 fn service_figure(
     report: &mut HtmlReport,
@@ -190,11 +199,7 @@ fn service_figure(
         windows = windows.max(values.len());
         figure.push(Series::step(&run.scheduler, over_time(&values, run.window_s)));
     }
-    let coarse = if windows > MAX_TIME_POINTS {
-        format!(" Each point is the maximum over {} consecutive windows.", windows.div_ceil(MAX_TIME_POINTS))
-    } else {
-        String::new()
-    };
+    let coarse = coarse_note(windows);
     report.named_figure(
         &figure_name(prefix, "service-difference"),
         figure,
@@ -203,6 +208,41 @@ fn service_figure(
              tokens computed + 2 x output tokens) accumulated by the tenants backlogged through every window since that \
              set of tenants last changed; 0 where fewer than two tenants were backlogged. Its maximum is the summary's \
              max_service_difference.{coarse}"
+        ),
+    )?;
+    Ok(())
+}
+
+/// KV-cache utilization over time, series = schedulers (mean and max per window); nothing
+/// for documents without it.
+fn kv_figure(report: &mut HtmlReport, results: &SavedServeResults, prefix: &str) -> Result<(), FigureError> {
+    if results.runs.iter().all(|run| run.kv_max.is_empty()) {
+        return Ok(());
+    }
+    report.subsection("KV-cache utilization over time");
+    let window_s = results.runs.first().map_or(1.0, |run| run.window_s);
+    let mut figure = Figure::new(
+        "KV-cache blocks in use / capacity",
+        Axis::linear("time (end of window)", "s"),
+        Axis::linear("KV utilization", "0-1").with_range(0.0, 1.0),
+    )
+    .with_legend(LegendPosition::UpperLeft);
+    let mut windows = 0;
+    for run in &results.runs {
+        let means: Vec<f64> = run.kv_mean.iter().map(|m| m.unwrap_or(0.0)).collect();
+        windows = windows.max(means.len());
+        figure.push(Series::step(&format!("{} mean", run.scheduler), over_time(&means, run.window_s)));
+        figure.push(Series::step(&format!("{} max", run.scheduler), over_time(&run.kv_max, run.window_s)));
+    }
+    let coarse = coarse_note(windows);
+    report.named_figure(
+        &figure_name(prefix, "kv-utilization"),
+        figure,
+        &format!(
+            "Per {window_s} s window, over all replicas: KV-cache blocks in use / the replica's capacity at the start \
+             of each iteration that starts in the window, the mean weighted by iteration length and the maximum; 0 \
+             where no iteration started (idle). Their run-wide values are the summary's kv_utilization_mean and \
+             kv_utilization_max.{coarse}"
         ),
     )?;
     Ok(())
@@ -327,6 +367,7 @@ pub fn serve_run_sections(
     }
     latency_figures(report, results, prefix)?;
     service_figure(report, results, prefix)?;
+    kv_figure(report, results, prefix)?;
     report.subsection("Every serving metric");
     report.table(
         &serve_metric_table(results),

@@ -11,7 +11,9 @@
 //!            "latency_ms": {"ttft" | "tpot" | "e2e": {"all": SKETCH, "tenants": [SKETCH, ...]},
 //!                           "tbt": {"all": SKETCH}},
 //!            "windows": {"window_s", "service": [[per tenant], ...], "backlogged": [[...], ...],
-//!                        "service_difference": [null | {"window", "accumulated"}, ...]}}]}
+//!                        "service_difference": [null | {"window", "accumulated"}, ...],
+//!                        "kv_utilization_mean": [null | fraction, ...],
+//!                        "kv_utilization_max": [fraction, ...]}}]}
 //! ```
 //!
 //! A SKETCH is `{"count", "mean", "values"}`: the nearest-rank value at each level of
@@ -19,7 +21,10 @@
 //! is bounded by tenants x levels, not by requests. TTFT, TPOT and E2E are per
 //! finished request; TBT is every gap between consecutive output tokens (the
 //! simulator keeps it as one histogram for all tenants, so it has no per-tenant
-//! sketch). Windows start at time 0 of the run and are `window_s` long.
+//! sketch). Windows start at time 0 of the run and are `window_s` long. KV utilization
+//! (blocks in use / capacity, over all replicas) is per window of iterations that start
+//! in it: the busy-time-weighted mean (null for a window without iterations) and the
+//! maximum; documents written before it was recorded have neither key.
 //! Everything is computed by `cotenant_serve`; this module only lays it out, and
 //! reads it back with errors that name the file and the field.
 
@@ -134,6 +139,11 @@ pub struct SavedServeRun {
     /// Per window: the accumulated service difference (see
     /// `cotenant_serve::summary::ServiceDifference`), None where < 2 tenants were backlogged.
     pub service_difference: Vec<Option<f64>>,
+    /// Per window of iterations: KV blocks in use / capacity, busy-time-weighted mean over
+    /// replicas (None without iterations); empty for older documents.
+    pub kv_mean: Vec<Option<f64>>,
+    /// Per window: the largest KV blocks in use / capacity of any replica.
+    pub kv_max: Vec<f64>,
 }
 
 /// A saved serving-results document, read back.
@@ -186,6 +196,8 @@ pub fn saved_run_json(
             "service": result.windows.iter().map(|w| &w.service).collect::<Vec<_>>(),
             "backlogged": result.windows.iter().map(|w| &w.backlogged).collect::<Vec<_>>(),
             "service_difference": differences,
+            "kv_utilization_mean": result.usage.kv_windows.iter().map(|w| w.mean()).collect::<Vec<_>>(),
+            "kv_utilization_max": result.usage.kv_windows.iter().map(|w| w.max).collect::<Vec<_>>(),
         },
     })
 }
@@ -402,6 +414,7 @@ impl Reader<'_> {
                 other => self.number(other, &format!("{difference_field}[{i}]"), "accumulated").map(Some),
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let (kv_mean, kv_max) = self.kv_utilization(windows, &windows_field)?;
         let windows = window_service.len();
         if window_backlogged.len() != windows || service_difference.len() != windows {
             return Err(self.error(
@@ -424,7 +437,45 @@ impl Reader<'_> {
             window_service,
             window_backlogged,
             service_difference,
+            kv_mean,
+            kv_max,
         })
+    }
+
+    /// The optional KV-utilization series of a run's windows: both or neither, of equal length.
+    #[allow(clippy::type_complexity)]
+    fn kv_utilization(
+        &self,
+        windows: &Value,
+        field: &str,
+    ) -> Result<(Vec<Option<f64>>, Vec<f64>), SavedError> {
+        if windows.get("kv_utilization_mean").is_none() && windows.get("kv_utilization_max").is_none() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let (mean_items, mean_field) = self.array(windows, field, "kv_utilization_mean")?;
+        let mean = mean_items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::Null => Ok(None),
+                other => other.as_f64().filter(|v| v.is_finite()).map(Some).ok_or_else(|| {
+                    self.error(&format!("{mean_field}[{i}]"), "expected a finite number or null")
+                }),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let (max_items, max_field) = self.array(windows, field, "kv_utilization_max")?;
+        let max = self.numbers(max_items, &max_field)?;
+        if max.len() != mean.len() {
+            return Err(self.error(
+                field,
+                format!(
+                    "{} KV means and {} KV maxima: expected one of each per window",
+                    mean.len(),
+                    max.len()
+                ),
+            ));
+        }
+        Ok((mean, max))
     }
 }
 
@@ -629,6 +680,25 @@ mod tests {
             error_of(|d| d["runs"][0]["windows"]["service_difference"] = json!([null])),
             "doc.json: field runs[0].windows: 2 service rows, 2 backlogged rows and 1 service differences: expected \
              one of each per window"
+        );
+        // KV utilization: optional (older documents), but both series or neither, aligned.
+        assert_eq!(
+            error_of(|d| d["runs"][0]["windows"]["kv_utilization_mean"] = json!([0.5, null])),
+            "doc.json: field runs[0].windows.kv_utilization_max: missing"
+        );
+        assert_eq!(
+            error_of(|d| {
+                d["runs"][0]["windows"]["kv_utilization_mean"] = json!([0.5, "x"]);
+                d["runs"][0]["windows"]["kv_utilization_max"] = json!([0.5, 0.7]);
+            }),
+            "doc.json: field runs[0].windows.kv_utilization_mean[1]: expected a finite number or null"
+        );
+        assert_eq!(
+            error_of(|d| {
+                d["runs"][0]["windows"]["kv_utilization_mean"] = json!([0.5, null]);
+                d["runs"][0]["windows"]["kv_utilization_max"] = json!([0.5]);
+            }),
+            "doc.json: field runs[0].windows: 2 KV means and 1 KV maxima: expected one of each per window"
         );
         assert_eq!(
             error_of(|d| {

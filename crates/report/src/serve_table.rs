@@ -8,8 +8,9 @@ use std::fmt::{self, Write};
 
 use serde_json::Value;
 
+use cotenant_serve::goodput::GoodputCriterion;
 use cotenant_serve::metrics::Percentiles;
-use cotenant_serve::plan::{PlanRow, GOODPUT_ATTAINMENT};
+use cotenant_serve::plan::PlanRow;
 use cotenant_serve::{ServeConfig, Summary, Workload};
 
 /// What one serve-sim run's text block shows.
@@ -41,11 +42,12 @@ pub fn plan_table_text(
     workload: &Workload,
     config: &ServeConfig,
     target: f64,
+    criterion: Option<&GoodputCriterion>,
     rows: &[PlanRow],
     max_replicas: u32,
 ) -> String {
     let mut out = String::new();
-    write_plan(&mut out, workload, config, target, rows, max_replicas)
+    write_plan(&mut out, workload, config, target, criterion, rows, max_replicas)
         .expect("writing to a String cannot fail");
     out
 }
@@ -55,19 +57,28 @@ fn write_plan(
     workload: &Workload,
     config: &ServeConfig,
     target: f64,
+    criterion: Option<&GoodputCriterion>,
     rows: &[PlanRow],
     max_replicas: u32,
 ) -> fmt::Result {
+    let slo = criterion.map_or_else(
+        || {
+            format!(
+                "TTFT <= {} ms and TPOT <= {} ms for {:.0}% of requests",
+                config.slo.ttft.0 / 1000,
+                config.slo.tbt.0 / 1000,
+                100.0 * target
+            )
+        },
+        GoodputCriterion::describe,
+    );
     writeln!(
         out,
-        "{} on {} requests at {:.2} req/s, scheduler {}, SLO TTFT <= {} ms and TPOT <= {} ms for {:.0}% of requests:",
+        "{} on {} requests at {:.2} req/s, scheduler {}, SLO {slo}:",
         config.model.model.name,
         workload.requests.len(),
         workload.request_rate_per_s(),
         config.scheduler.kind.name(),
-        config.slo.ttft.0 / 1000,
-        config.slo.tbt.0 / 1000,
-        100.0 * target
     )?;
     writeln!(out, "| GPU | TP | replicas | GPUs | attainment |\n|---|---:|---:|---:|---:|")?;
     for r in rows {
@@ -146,6 +157,17 @@ fn write_run(out: &mut String, run: &ServeRunText<'_>) -> fmt::Result {
         s.preemptions,
         100.0 * s.busy_fraction
     )?;
+    let u = &s.utilization;
+    writeln!(
+        out,
+        "  utilization: MFU {:.1}% busy, {:.1}% wall | MBU {:.1}% busy, {:.1}% wall | KV in use {:.1}% mean (busy time), {:.1}% max",
+        100.0 * u.mfu,
+        100.0 * u.mfu_wall,
+        100.0 * u.mbu,
+        100.0 * u.mbu_wall,
+        100.0 * u.kv_mean,
+        100.0 * u.kv_max
+    )?;
     writeln!(
         out,
         "  fairness: Jain {:.3}, max window service difference {:.0}, max service difference {:.0} (service = prompt + 2 x output tokens, per weight)",
@@ -178,10 +200,10 @@ fn write_run(out: &mut String, run: &ServeRunText<'_>) -> fmt::Result {
     }
     if let Some(goodput) = report.get("goodput") {
         let field = |name: &str| goodput.get(name).and_then(Value::as_f64).unwrap_or(f64::NAN);
+        let criterion = goodput.get("criterion").and_then(Value::as_str).unwrap_or_default();
         writeln!(
         out,
-            "  goodput (>= {:.0}% attainment): rate scale {:.3} = {:.2} req/s, attainment {:.1}%, {:.0} output tok/s, {:.0} total tok/s, TBT p99 {:.1} ms ({} simulations)",
-            100.0 * GOODPUT_ATTAINMENT,
+            "  goodput ({criterion}): rate scale {:.3} = {:.2} req/s, attainment {:.1}%, {:.0} output tok/s, {:.0} total tok/s, TBT p99 {:.1} ms ({} simulations)",
             field("rate_scale"),
             field("requests_per_s"),
             100.0 * field("attainment"),
@@ -190,6 +212,24 @@ fn write_run(out: &mut String, run: &ServeRunText<'_>) -> fmt::Result {
             field("tbt_p99_ms"),
             field("simulations")
         )?;
+        if let Some(Value::Array(targets)) =
+            goodput.get("targets").filter(|t| t.as_array().is_some_and(|a| !a.is_empty()))
+        {
+            let cells: Vec<String> = targets
+                .iter()
+                .map(|t| {
+                    let number = |key: &str| t.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN);
+                    let metric = t.get("metric").and_then(Value::as_str).unwrap_or_default().to_uppercase();
+                    format!(
+                        "{metric} p{} {:.1} ms (target {})",
+                        number("percentile"),
+                        number("value_ms"),
+                        number("target_ms")
+                    )
+                })
+                .collect();
+            writeln!(out, "  at the goodput: {}", cells.join(", "))?;
+        }
         if goodput.get("capped").and_then(Value::as_bool) == Some(true) {
             writeln!(
         out,

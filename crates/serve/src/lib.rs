@@ -12,6 +12,7 @@
 pub mod attribution;
 pub mod closed_loop;
 pub mod features;
+pub mod goodput;
 pub mod kv;
 pub mod lora;
 pub mod metrics;
@@ -21,11 +22,13 @@ pub mod plan;
 pub mod request;
 pub mod router;
 pub mod scheduler;
+pub mod search;
 pub mod sim;
 pub mod spec;
 pub mod state;
 pub mod summary;
 pub mod synthetic;
+pub mod utilization;
 
 pub use request::{Request, RequestId, Tier, Workload};
 pub use router::RouterKind;

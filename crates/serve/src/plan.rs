@@ -4,9 +4,9 @@ use cotenant_core::limits::MAX_SHARE_WINDOWS;
 use cotenant_core::Span;
 use cotenant_perf::{GpuSpec, Roofline, RooflineParams};
 
+use crate::goodput::{GoodputCriterion, Verdict};
 use crate::request::Workload;
 use crate::sim::{simulate, ServeConfig, ServeError};
-use crate::summary::summarize;
 
 /// SLO attainment the goodput definition asks for.
 pub const GOODPUT_ATTAINMENT: f64 = 0.9;
@@ -25,6 +25,9 @@ pub struct GoodputResult {
     /// The search never found a rate that misses the target: `rate_scale` is a
     /// lower bound set by the search's doublings, not the goodput.
     pub capped: bool,
+    /// With a percentile criterion: each target's measured value (ms) at `rate_scale`, in
+    /// the criterion's order; empty otherwise or when no probed rate met it.
+    pub values_ms: Vec<f64>,
 }
 
 /// `config` with its service window widened, if needed, so that `workload`'s
@@ -37,11 +40,17 @@ pub fn with_windows_for(config: &ServeConfig, workload: &Workload) -> ServeConfi
     widened
 }
 
-fn attainment(workload: &Workload, config: &ServeConfig, scale: f64) -> Result<f64, ServeError> {
+/// How `workload` at `scale` times its rate, run with `config`, measures against `criterion`.
+pub fn judge_at(
+    workload: &Workload,
+    config: &ServeConfig,
+    criterion: &GoodputCriterion,
+    scale: f64,
+) -> Result<Verdict, ServeError> {
     let scaled = workload.with_rate_scale(scale);
     let config = with_windows_for(config, &scaled);
     let result = simulate(&scaled, &config)?;
-    Ok(summarize(&scaled, &result, config.slo).slo_attainment)
+    Ok(criterion.judge(&scaled, &result, config.slo))
 }
 
 /// Max arrival-rate scale with attainment >= `target`: double from `start_scale`
@@ -52,11 +61,26 @@ pub fn goodput_search(
     target: f64,
     start_scale: f64,
 ) -> Result<GoodputResult, ServeError> {
+    goodput_search_with(workload, config, &GoodputCriterion::Attainment(target), start_scale)
+}
+
+/// Max arrival-rate scale at which runs meet `criterion`: double from `start_scale`
+/// until a run misses it, then bisect (the same probes as [`goodput_search`]).
+pub fn goodput_search_with(
+    workload: &Workload,
+    config: &ServeConfig,
+    criterion: &GoodputCriterion,
+    start_scale: f64,
+) -> Result<GoodputResult, ServeError> {
     let mut probes = Vec::new();
-    let probe = |scale: f64, probes: &mut Vec<(f64, f64)>| -> Result<bool, ServeError> {
-        let value = attainment(workload, config, scale)?;
-        probes.push((scale, value));
-        Ok(value >= target)
+    let mut met_values: Vec<(f64, Vec<f64>)> = Vec::new();
+    let mut probe = |scale: f64, probes: &mut Vec<(f64, f64)>| -> Result<bool, ServeError> {
+        let verdict = judge_at(workload, config, criterion, scale)?;
+        probes.push((scale, verdict.attainment));
+        if verdict.met {
+            met_values.push((scale, verdict.values_ms));
+        }
+        Ok(verdict.met)
     };
     let (mut good, mut bad) = (0.0, start_scale);
     let mut capped = true;
@@ -81,12 +105,14 @@ pub fn goodput_search(
         }
     }
     let attainment = probes.iter().filter(|(s, _)| *s == good).map(|(_, a)| *a).next().unwrap_or(0.0);
+    let values_ms = met_values.into_iter().find(|(s, _)| *s == good).map(|(_, v)| v).unwrap_or_default();
     Ok(GoodputResult {
         rate_scale: good,
         requests_per_s: workload.request_rate_per_s() * good,
         attainment,
         probes,
         capped,
+        values_ms,
     })
 }
 
@@ -113,12 +139,26 @@ pub fn plan_serve(
     target: f64,
     max_replicas: u32,
 ) -> Vec<PlanRow> {
+    let criterion = GoodputCriterion::Attainment(target);
+    plan_serve_with(workload, base, gpus, tensor_parallel, params, &criterion, max_replicas)
+}
+
+/// [`plan_serve`] with the fewest replicas whose run meets `criterion`.
+pub fn plan_serve_with(
+    workload: &Workload,
+    base: &ServeConfig,
+    gpus: &[GpuSpec],
+    tensor_parallel: &[u32],
+    params: &dyn Fn(&GpuSpec, u32) -> RooflineParams,
+    criterion: &GoodputCriterion,
+    max_replicas: u32,
+) -> Vec<PlanRow> {
     let mut rows = Vec::new();
     for gpu in gpus {
         for &tp in tensor_parallel {
             let mut config = with_windows_for(base, workload);
             config.model = Roofline::new(base.model.model.clone(), *gpu, tp, params(gpu, tp));
-            if let Some(row) = fewest_replicas(workload, &mut config, target, max_replicas) {
+            if let Some(row) = fewest_replicas(workload, &mut config, criterion, max_replicas) {
                 rows.push(PlanRow {
                     gpu: gpu.name,
                     tensor_parallel: tp,
@@ -138,20 +178,20 @@ pub fn plan_serve(
 fn fewest_replicas(
     workload: &Workload,
     config: &mut ServeConfig,
-    target: f64,
+    criterion: &GoodputCriterion,
     max_replicas: u32,
 ) -> Option<(u32, f64)> {
-    let mut run = |replicas: u32| -> Option<f64> {
+    let mut run = |replicas: u32| -> Option<Verdict> {
         config.replicas = replicas;
         let result = simulate(workload, config).ok()?;
-        Some(summarize(workload, &result, config.slo).slo_attainment)
+        Some(criterion.judge(workload, &result, config.slo))
     };
     // Exponential search for a feasible count, then bisection below it.
     let (mut low, mut high) = (0_u32, 1_u32);
     let mut high_attainment = loop {
-        let value = run(high)?;
-        if value >= target {
-            break value;
+        let verdict = run(high)?;
+        if verdict.met {
+            break verdict.attainment;
         }
         if high >= max_replicas {
             return None;
@@ -161,9 +201,9 @@ fn fewest_replicas(
     };
     while high - low > 1 {
         let middle = (low + high) / 2;
-        let value = run(middle)?;
-        if value >= target {
-            (high, high_attainment) = (middle, value);
+        let verdict = run(middle)?;
+        if verdict.met {
+            (high, high_attainment) = (middle, verdict.attainment);
         } else {
             low = middle;
         }

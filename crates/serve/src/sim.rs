@@ -24,6 +24,7 @@ use crate::request::{Request, RequestId, Workload};
 use crate::router::{Router, RouterKind};
 use crate::scheduler::{build_scheduler, BatchLimits, Pick, RequestScheduler, SchedCx, SchedulerConfig};
 use crate::state::{Phase, Seq};
+use crate::utilization::{ReplicaUsage, Usage};
 use crate::Slo;
 
 /// Builds a [`SchedCx`] from a replica's fields (a macro so the borrow of those fields
@@ -191,6 +192,8 @@ pub struct ServeResult {
     pub kv_transfer_us: u64,
     /// Speculative decoding, LoRA and KV offload counters.
     pub request_features: RequestFeatureStats,
+    /// Model FLOPs, bytes moved and KV blocks in use, per replica and service window.
+    pub usage: Usage,
 }
 
 #[derive(Debug)]
@@ -214,6 +217,7 @@ struct Replica {
     /// Pipeline parallelism (pp > 1): stages and the micro-batches in flight.
     pipeline: Option<Pipeline>,
     role: Role,
+    usage: ReplicaUsage,
 }
 
 /// A replica's pipeline stages and the micro-batches in them, oldest first.
@@ -395,6 +399,7 @@ fn new_replica(workload: &Workload, config: &ServeConfig, capacity_blocks: u64, 
         admissions: 0,
         pipeline,
         role,
+        usage: ReplicaUsage::default(),
     }
 }
 
@@ -516,6 +521,7 @@ struct Run {
     /// Requests finished so far (closed-loop clients issue on each).
     finished: u64,
     features: RequestFeatures,
+    usage: Usage,
 }
 
 impl Run {
@@ -547,6 +553,11 @@ impl Run {
             },
             finished: 0,
             features: RequestFeatures::new(config, workload.requests.len()),
+            usage: Usage::new(
+                &config.model,
+                config.model.tensor_parallel * config.pipeline_parallel,
+                config.service_window,
+            ),
         }
     }
 
@@ -616,6 +627,16 @@ impl Run {
         replica.busy = true;
         replica.batch_span = duration;
         self.busy_us += duration.0;
+        let (used, capacity) = (replica.kv.used_blocks(), replica.kv.capacity_blocks);
+        self.usage.record(
+            world.model,
+            &mut replica.usage,
+            &replica.batch_entries,
+            now,
+            duration,
+            used,
+            capacity,
+        );
         Some(now + duration)
     }
 
@@ -639,6 +660,18 @@ impl Run {
             &mut pipeline.stage_s,
         );
         let launch = pipeline.stages.launch(now, &pipeline.stage_s, transfer_s);
+        // Utilization: the batch's model work over the stages' mean busy time.
+        let (used, capacity) = (replica.kv.used_blocks(), replica.kv.capacity_blocks);
+        let mean_stage_busy = Span(launch.stage_work.0 / u64::from(depth));
+        self.usage.record(
+            world.model,
+            &mut replica.usage,
+            &replica.batch_entries,
+            now,
+            mean_stage_busy,
+            used,
+            capacity,
+        );
         for &id in &replica.batch_ids {
             self.in_flight[id as usize] = true;
         }
@@ -651,7 +684,7 @@ impl Run {
         });
         replica.busy = true;
         // A replica's busy time: its stages' mean busy time.
-        self.busy_us += launch.stage_work.0 / u64::from(depth);
+        self.busy_us += mean_stage_busy.0;
         launch.end
     }
 
@@ -1003,6 +1036,7 @@ impl Run {
             kv_transfers: 0,
             kv_transfer_us: 0,
             request_features: self.features.stats,
+            usage: Usage { replicas: replicas.iter().map(|r| r.usage.clone()).collect(), ..self.usage },
         }
     }
 }

@@ -6,6 +6,7 @@ use cotenant_core::Time;
 use crate::metrics::{jain_index, Percentiles};
 use crate::request::Workload;
 use crate::sim::{ServeResult, ServiceWindow};
+use crate::utilization::Utilization;
 use crate::Slo;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +53,8 @@ pub struct Summary {
     /// Largest spread of service / weight accumulated over consecutive windows with the
     /// same >= 2 backlogged tenants (VTC's bounded quantity).
     pub max_service_difference: f64,
+    /// MFU, MBU (over busy and over wall time) and KV-cache utilization.
+    pub utilization: Utilization,
 }
 
 /// One finished request's latencies in ms, and whether it met the SLO.
@@ -163,6 +166,7 @@ pub fn summarize(workload: &Workload, result: &ServeResult, slo: Slo) -> Summary
         jain_index: fairness.jain,
         max_window_service_difference: fairness.max_window_difference,
         max_service_difference: fairness.max_cumulative_difference,
+        utilization: result.usage.utilization(duration_s),
     }
 }
 

@@ -545,7 +545,7 @@ fn run_serve(args: ServeSweepArgs) -> Result<()> {
     for (set, flag) in [
         (serve.json, "--json"),
         (serve.bench, "--bench"),
-        (serve.goodput, "--goodput"),
+        (serve.goodput.is_some(), "--goodput"),
         (serve.windows, "--windows"),
         (serve.save.is_some(), "--save"),
         (serve.report.is_some(), "--report"),
