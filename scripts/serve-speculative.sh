@@ -178,7 +178,8 @@ speedups are given with their ranges.
 
 **What the model leaves out** (docs/serving.md): acceptance that varies by request and
 position, dynamic k (vLLM's answer to the high-load slowdown), tree or EAGLE-style drafts,
-the n-gram lookup's CPU time, and vLLM v0's lack of chunked prefill under speculation.
+the n-gram lookup's CPU time, and early vLLM releases' running speculation without
+chunked prefill.
 MD
 { echo; echo "## Commands"; echo; echo '```console'; sed 's/^/$ /' "$TMP/commands"; echo '```'; } >> "$OUT"
 echo "wrote $OUT"

@@ -351,6 +351,23 @@ mod tests {
         assert!(close(actual, expected, 1e-12), "{actual} {expected}");
     }
 
+    /// A row at 1,020 tokens reserved ceil(1,025 / 16) = 65 blocks for its step and kept
+    /// 1,021 tokens (64 blocks): one block goes back. At 1,024 tokens (still 64 blocks)
+    /// nothing more does.
+    #[test]
+    fn rejected_proposals_give_back_their_blocks() {
+        let mut kv = KvPool::new(100, 16, 0);
+        let mut seq = Seq::new(10);
+        assert!(kv.try_allocate(65));
+        seq.private_blocks = 65;
+        seq.kv_tokens = 1021;
+        release_rejected_blocks(&mut kv, &mut seq);
+        assert_eq!((seq.private_blocks, kv.used_blocks()), (64, 64));
+        seq.kv_tokens = 1024;
+        release_rejected_blocks(&mut kv, &mut seq);
+        assert_eq!((seq.private_blocks, kv.used_blocks()), (64, 64));
+    }
+
     #[test]
     fn parses_both_proposers_and_names_bad_fields() {
         let ngram = SpecArgs::parse("ngram,k=4,accept=0.7").expect("ngram");
