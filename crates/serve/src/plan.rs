@@ -41,7 +41,7 @@ fn attainment(workload: &Workload, config: &ServeConfig, scale: f64) -> Result<f
     let scaled = workload.with_rate_scale(scale);
     let config = with_windows_for(config, &scaled);
     let result = simulate(&scaled, &config)?;
-    Ok(summarize(&scaled, &result, config.slo).slo_attainment)
+    Ok(summarize(&crate::closed_loop::offered(&scaled, &result), &result, config.slo).slo_attainment)
 }
 
 /// Max arrival-rate scale with attainment >= `target`: double from `start_scale`
