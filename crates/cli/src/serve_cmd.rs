@@ -840,8 +840,8 @@ pub struct PlanServeArgs {
     #[arg(long, default_value = "1")]
     pub pp_options: String,
     /// Size disaggregated pools instead: for each GPU type and TP degree, the fewest
-    /// replicas split into prefill and decode pools (every split tried) that meet the
-    /// target, up to --max-replicas in all (link as --disagg gives it, else the default).
+    /// replicas (within the replica limit) split into prefill and decode pools, every split
+    /// tried, that meet the target; over the link a given disagg spec names, else the default.
     #[arg(long)]
     pub disagg_search: bool,
     /// Print JSON instead of a table.
