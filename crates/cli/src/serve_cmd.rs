@@ -19,7 +19,7 @@ use cotenant_report::serve_report::serve_report_html;
 use cotenant_report::serve_saved::{read_saved_results, saved_results_json, saved_run_json};
 use cotenant_report::serve_table::{plan_table_text, serve_run_text, ServeRunText};
 use cotenant_serve::attribution::AttributionEval;
-use cotenant_serve::closed_loop::issued_workload;
+use cotenant_serve::closed_loop::offered;
 use cotenant_serve::goodput::GoodputCriterion;
 use cotenant_serve::plan::{goodput_search_with, plan_serve_with, with_windows_for, GOODPUT_ATTAINMENT};
 use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
@@ -625,18 +625,6 @@ fn structure_text(structure: &Value) -> String {
     parts.join(" | ")
 }
 
-/// The workload as offered: closed-loop runs measure latency from each request's issue.
-fn offered<'a>(
-    workload: &'a Workload,
-    result: &cotenant_serve::ServeResult,
-) -> std::borrow::Cow<'a, Workload> {
-    if result.issued.is_empty() {
-        std::borrow::Cow::Borrowed(workload)
-    } else {
-        std::borrow::Cow::Owned(issued_workload(workload, result))
-    }
-}
-
 fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -> Result<ServeConfig> {
     let mut config = base_config(&args.deployment, workload, kind, args.drift_prior_tokens)?;
     config.max_concurrency = args.max_concurrency;
@@ -896,8 +884,8 @@ pub struct PlanServeArgs {
     #[arg(long, default_value = "1")]
     pub pp_options: String,
     /// Size disaggregated pools instead: for each GPU type and TP degree, the fewest
-    /// replicas split into prefill and decode pools (every split tried) that meet the
-    /// target, up to --max-replicas in all (link as --disagg gives it, else the default).
+    /// replicas (within the replica limit) split into prefill and decode pools, every split
+    /// tried, that meet the target; over the link a given disagg spec names, else the default.
     #[arg(long)]
     pub disagg_search: bool,
     /// Meet chosen latency percentiles instead of --target attainment: METRIC:pQ=MS,...
@@ -993,6 +981,11 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
             Ok(pp)
         })
         .collect::<Result<Vec<_>>>()?;
+    if base.disagg.is_some() && !args.disagg_search {
+        bail!(
+            "--disagg: plan serve sizes replicas of one kind; use --disagg-search to size prefill and decode pools (its link= and latency_us= are kept)"
+        );
+    }
     if args.disagg_search {
         return print_disagg_plan(&args, &workload, &base, &gpus, &tps, &params);
     }

@@ -52,6 +52,7 @@ fn bad_values_name_the_flag() {
         (vec!["serve-sim", "--disagg", "prefill=1,decode=1,speed=3"], "unknown key `speed`"),
         (vec!["plan", "serve", "--pp-options", "1,x"], "--pp-options: `x`"),
         (vec!["plan", "serve", "--pp-options", "40"], "--pp-options 40"),
+        (vec!["plan", "serve", "--disagg", "prefill=1,decode=1"], "use --disagg-search"),
     ] {
         let out = cotenant(&args);
         assert!(!out.status.success(), "{args:?}");

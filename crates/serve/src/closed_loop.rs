@@ -53,6 +53,17 @@ impl ClosedLoop {
     }
 }
 
+/// The workload as offered to the server in `result`: [`issued_workload`] for a
+/// closed-loop run, `workload` itself (not copied) for an open-loop one. Summaries of
+/// closed-loop runs read latencies from this.
+pub fn offered<'a>(workload: &'a Workload, result: &ServeResult) -> std::borrow::Cow<'a, Workload> {
+    if result.issued.is_empty() {
+        std::borrow::Cow::Borrowed(workload)
+    } else {
+        std::borrow::Cow::Owned(issued_workload(workload, result))
+    }
+}
+
 /// `workload` with each request's arrival replaced by its issue time in `result` (a
 /// closed-loop run); `workload` itself for an open-loop run.
 pub fn issued_workload(workload: &Workload, result: &ServeResult) -> Workload {

@@ -50,7 +50,7 @@ pub fn judge_at(
     let scaled = workload.with_rate_scale(scale);
     let config = with_windows_for(config, &scaled);
     let result = simulate(&scaled, &config)?;
-    Ok(criterion.judge(&scaled, &result, config.slo))
+    Ok(criterion.judge(&crate::closed_loop::offered(&scaled, &result), &result, config.slo))
 }
 
 /// Max arrival-rate scale with attainment >= `target`: double from `start_scale`

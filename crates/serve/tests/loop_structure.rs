@@ -276,3 +276,29 @@ fn bad_structure_configs_are_errors() {
         Ok(DisaggConfig { prefill: 2, decode: 3, link_gb_per_s: Some(50.0), latency_s: Some(10e-6) })
     );
 }
+
+/// KV held on both sides during a transfer, with room for one 1,000-token prompt per
+/// replica (68 blocks of 16 tokens; a prompt takes 63). A (10 output tokens) and B (2)
+/// arrive together; link 25 GB/s + 20 µs: 20 + 1,000 x 131,072 / 25e9 s = 5,262.88 ->
+/// 5,263 µs per transfer. B cannot start its prefill until A's prefill-side copy is freed
+/// at the end of A's transfer: B's first token = A's first token (P) + 5,263 + P. B's
+/// transfer cannot start until A (9 decodes of ~7 ms, longer than B's prefill) has
+/// finished and freed the decode replica's blocks: B finishes at A's finish + 5,263 +
+/// one decode step at 1,000 tokens of context (by the hand sum of
+/// `disaggregated_request_timeline_by_hand`, 7,031.19 µs, with 1,001 in place of 1,025
+/// tokens of KV read: 7,031.19 - (53.47 - 52.22) = 7,029.94 -> 7,030 µs).
+#[test]
+fn transfers_hold_blocks_on_both_replicas_by_hand() {
+    let mut pools = config(256);
+    pools.kv_capacity_tokens = Some(68 * 16);
+    pools.disagg =
+        Some(DisaggConfig { prefill: 1, decode: 1, link_gb_per_s: Some(25.0), latency_s: Some(20e-6) });
+    let result = simulate(&workload(vec![request(0, 1000, 10), request(0, 1000, 2)]), &pools).expect("runs");
+    let (a, b) = (&result.seqs[0], &result.seqs[1]);
+    let p = a.first_token.expect("first token").0;
+    assert_eq!(b.first_token, Some(Time(2 * p + 5_263)));
+    assert_eq!((result.kv_transfers, result.kv_transfer_us), (2, 2 * 5_263));
+    let a_finish = a.finish.expect("finished").0;
+    assert!(a_finish > 2 * p + 5_263, "A still decodes when B's prefill ends");
+    assert_eq!(b.finish, Some(Time(a_finish + 5_263 + 7_030)));
+}
