@@ -17,7 +17,7 @@ use cotenant_report::serve_json::{
 };
 use cotenant_report::serve_report::serve_report_html;
 use cotenant_report::serve_saved::{read_saved_results, saved_results_json, saved_run_json};
-use cotenant_report::serve_table::{plan_table_text, serve_run_text, ServeRunText};
+use cotenant_report::serve_table::{plan_table_text_with, serve_run_text, ServeRunText};
 use cotenant_serve::attribution::AttributionEval;
 use cotenant_serve::goodput::GoodputCriterion;
 use cotenant_serve::plan::{goodput_search_with, plan_serve_with, with_windows_for, GOODPUT_ATTAINMENT};
@@ -842,7 +842,10 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&document)?);
     } else {
         let criterion = args.goodput.is_some().then_some(&criterion);
-        print!("{}", plan_table_text(&workload, &base, args.target, criterion, &rows, args.max_replicas));
+        print!(
+            "{}",
+            plan_table_text_with(&workload, &base, args.target, criterion, &rows, args.max_replicas)
+        );
     }
     Ok(())
 }
