@@ -17,7 +17,7 @@ use cotenant_report::serve_json::{
 };
 use cotenant_report::serve_report::serve_report_html;
 use cotenant_report::serve_saved::{read_saved_results, saved_results_json, saved_run_json};
-use cotenant_report::serve_table::{plan_table_text, serve_run_text, ServeRunText};
+use cotenant_report::serve_table::{plan_table_text_with, serve_run_text, ServeRunText};
 use cotenant_serve::attribution::AttributionEval;
 use cotenant_serve::closed_loop::offered;
 use cotenant_serve::goodput::GoodputCriterion;
@@ -1015,7 +1015,10 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
             if pps != [1] {
                 println!("Pipeline-parallel degree {pp} (GPUs = replicas x TP x {pp}):");
             }
-            print!("{}", plan_table_text(&workload, &staged, args.target, shown, &rows, args.max_replicas));
+            print!(
+                "{}",
+                plan_table_text_with(&workload, &staged, args.target, shown, &rows, args.max_replicas)
+            );
         }
     }
     if args.json {

@@ -42,6 +42,18 @@ pub fn plan_table_text(
     workload: &Workload,
     config: &ServeConfig,
     target: f64,
+    rows: &[PlanRow],
+    max_replicas: u32,
+) -> String {
+    plan_table_text_with(workload, config, target, None, rows, max_replicas)
+}
+
+/// [`plan_table_text`] for a plan made under `criterion` (`plan serve --goodput SPEC`),
+/// which the header then names instead of `target` attainment.
+pub fn plan_table_text_with(
+    workload: &Workload,
+    config: &ServeConfig,
+    target: f64,
     criterion: Option<&GoodputCriterion>,
     rows: &[PlanRow],
     max_replicas: u32,
