@@ -893,30 +893,30 @@ pub struct PlanServeArgs {
     /// configuration's goodput is searched at.
     #[arg(long, value_name = "SPEC")]
     pub goodput: Option<String>,
-    /// Configuration search (Vidur-Search): every combination of --gpus, --tp-options,
-    /// --pp-options, --replicas-options, --token-budget-options, --max-seqs-options and
-    /// --schedulers, each configuration's goodput (highest rate meeting the SLO: --goodput
-    /// SPEC, else --target attainment), its cost per million tokens from --prices, the
-    /// Pareto front of cost against --pareto-latency and the cheapest configuration.
+    /// Configuration search (Vidur-Search) over every combination of GPU type (--gpus),
+    /// TP, PP, replicas, token budget, batch size (their -options lists) and scheduler
+    /// (--schedulers): each configuration's goodput (highest rate meeting the SLO given by
+    /// --goodput SPEC, else by --target attainment), its cost per million tokens (from
+    /// --prices), the Pareto front of cost against --pareto-latency and the cheapest one.
     #[arg(long)]
     pub search: bool,
-    /// --search: replicas to try, comma-separated.
+    /// Replicas to try with --search, comma-separated.
     #[arg(long, default_value = "1,2", value_name = "LIST")]
     pub replicas_options: String,
-    /// --search: token budgets (tokens per iteration) to try, comma-separated.
+    /// Token budgets (tokens per iteration) to try with --search, comma-separated.
     #[arg(long, default_value = "2048,8192", value_name = "LIST")]
     pub token_budget_options: String,
-    /// --search: batch sizes (most sequences per iteration) to try, comma-separated.
+    /// Batch sizes (most sequences per iteration) to try with --search, comma-separated.
     #[arg(long, default_value = "256", value_name = "LIST")]
     pub max_seqs_options: String,
-    /// --search: schedulers to try, comma-separated (as --scheduler).
+    /// Schedulers to try with --search, comma-separated (as --scheduler).
     #[arg(long, default_value = "fcfs,sarathi", value_name = "LIST")]
     pub schedulers: String,
-    /// --search: GPU prices, a TOML file as crates/perf/data/gpu_prices.toml ([gpu."NAME"]
+    /// GPU prices for --search: a TOML file as crates/perf/data/gpu_prices.toml ([gpu."NAME"]
     /// usd_per_gpu_hour, source, date); default: that bundled table.
     #[arg(long, value_name = "PATH")]
     pub prices: Option<PathBuf>,
-    /// --search: the latency the Pareto front trades cost against, METRIC:pQ (ttft, tbt,
+    /// With --search, the latency the Pareto front trades cost against, METRIC:pQ (ttft, tbt,
     /// tpot, e2e), measured at each configuration's goodput.
     #[arg(long, default_value = "e2e:p90", value_name = "METRIC:pQ")]
     pub pareto_latency: String,
