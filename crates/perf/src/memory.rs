@@ -161,6 +161,29 @@ mod tests {
         assert_eq!(two.kv_tokens, 452_160);
     }
 
+    /// DeepSeek-V3 on 8 x H200 (TP 8). Per GPU, FP8 weights: attention (MLA) 7168 x 1536 +
+    /// 7168 x 576 replicated + (37,748,736 + 16,777,216 + 117,440,512) / 8 = 36,634,624 x 61
+    /// = 2,234,712,064; dense FFN 3 x 396,361,728 / 8 = 148,635,648; experts 58 x 257 x
+    /// 44,040,192 / 8 = 82,057,887,744; in one byte 84,441,235,456; routers 58 x 7168 x 256
+    /// x 2 B = 212,860,928 and LM head + embedding 1,853,358,080 / 8 x 2 B = 463,339,520:
+    /// 85,117,435,904 bytes. Activations: attention (2 x 16 + 2 x 16) x 128 = 8,192, MoE
+    /// 8 x (3 x 2048 / 8 + 7168) + 3 x 2048 / 8 = 64,256 (> dense 3 x 18432 / 8 = 6,912):
+    /// 8192 x 2 x (2 x 7168 + 64,256) = 1,287,651,328. Free = 0.9 x 141 x 2^30 -
+    /// 85,117,435,904 - 1,287,651,328 = 49,852,750,233.6 over 70,272 latent bytes per token
+    /// = 709,425 tokens. In bf16 the experts alone need 164 GB per GPU: it does not fit.
+    #[test]
+    fn deepseek_v3_fits_eight_h200_in_fp8_only() {
+        let mut model = ModelShape::parse("DeepSeek-V3").expect("catalog");
+        let gpu = find_gpu("H200").expect("catalog");
+        assert!(MemoryPlan::new(&model, gpu, 8, 0.9, VLLM_DEFAULT, None).kv_bytes < 0.0);
+        model.precision.fp8_weights = true;
+        let p = MemoryPlan::new(&model, gpu, 8, 0.9, VLLM_DEFAULT, None);
+        assert_eq!(p.weight_bytes, 85_117_435_904.0);
+        assert_eq!(p.activation_bytes, 1_287_651_328.0);
+        assert_eq!(p.kv_bytes_per_token, 70_272.0);
+        assert_eq!(p.kv_tokens, 709_425);
+    }
+
     #[test]
     fn too_big_leaves_nothing_and_replication_costs_capacity() {
         let p = plan("Llama-3.1-70B", "H100-SXM", 1);

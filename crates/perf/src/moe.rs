@@ -505,6 +505,25 @@ mod tests {
         }
     }
 
+    /// More tokens never make a MoE iteration shorter (the experts touched, compute and
+    /// activations all grow with T), for both catalog MoE models, with and without EP.
+    #[test]
+    fn moe_time_grows_with_tokens() {
+        let gpu = *find_gpu("H200").expect("catalog");
+        for (name, tp, ep) in [("Mixtral-8x7B", 2, 1), ("Mixtral-8x7B", 2, 2), ("DeepSeek-V3", 8, 8)] {
+            let mut model = ModelShape::parse(name).expect("catalog");
+            model.moe.expert_parallel = ep;
+            let cost = MoeCost::new(&model, &gpu, tp, &RooflineParams::default()).expect("moe");
+            let mut previous = 0.0;
+            for tokens in (1..=8192).step_by(7) {
+                let t = cost.time(tokens as f64);
+                let total = t.floor_s + t.excess_s + t.all_to_all_fixed_s + t.all_to_all_bytes_s;
+                assert!(total >= previous, "{name} ep {ep} at {tokens}");
+                previous = total;
+            }
+        }
+    }
+
     #[test]
     fn shape_checks_name_the_field() {
         let bad = |text: &str| match ModelShape::parse(text) {
