@@ -139,3 +139,35 @@ fn plan_serve_takes_moe_and_fp8() {
     assert!(text.contains("Mixtral-8x7B fp8-weights"), "{text}");
     assert!(text.contains("| H100-SXM | 1 |"), "{text}");
 }
+
+/// DeepSeek-V3 in FP8 with EP 8 on 8 x H200 runs end to end. Its KV capacity by hand: the
+/// weights of `memory.rs`'s `deepseek_v3_fits_eight_h200_in_fp8_only` (85,117,435,904
+/// bytes per GPU), activations with whole experts per GPU (EP 8: width 2048):
+/// 8192 x 2 x (2 x 7168 + 8 x (3 x 2048 + 7168) + 3 x 2048 / 8) = 16,384 x 121,600 =
+/// 1,992,294,400; free 0.9 x 141 x 2^30 - 85,117,435,904 - 1,992,294,400 =
+/// 49,148,107,161.6 bytes / 70,272 = 699,398 tokens.
+#[test]
+fn deepseek_v3_fp8_ep8_on_h200_runs() {
+    let out = cotenant(&[
+        "serve-sim",
+        "--model",
+        "DeepSeek-V3",
+        "--gpu",
+        "H200",
+        "--tp",
+        "8",
+        "--weights",
+        "fp8",
+        "--ep",
+        "8",
+        "--limit",
+        "100",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("DeepSeek-V3 fp8-weights EP8 on H200 (TP 8), 1 replica(s), KV 699398 tokens"),
+        "{text}"
+    );
+    assert!(text.contains("100 requests"), "{text}");
+}
