@@ -466,13 +466,12 @@ fn roofline(args: &DeploymentArgs, gpu: GpuSpec) -> Result<Roofline> {
 /// A model that leaves no room for one KV block is an error naming the flags that decide
 /// it (the simulator would refuse it too, without them).
 fn check_fits(args: &DeploymentArgs, config: &ServeConfig) -> Result<()> {
-    if config.kv_capacity_tokens.is_some() {
+    // The capacity the simulator will use (with every other field of the config already
+    // set); the memory plan only explains a refusal.
+    if config.kv_capacity_tokens() >= u64::from(config.kv_block_tokens) {
         return Ok(());
     }
     let plan = config.memory_plan();
-    if plan.kv_tokens >= u64::from(config.kv_block_tokens) {
-        return Ok(());
-    }
     let gib = |bytes: f64| bytes / cotenant_perf::GIB;
     let fp8 = if config.model.model.precision.fp8_weights { "" } else { ", --weights fp8" };
     bail!(
@@ -594,7 +593,6 @@ fn base_config(
 fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -> Result<ServeConfig> {
     let mut config = base_config(&args.deployment, workload, kind, args.drift_prior_tokens)?;
     check_expert_parallel("--tp", args.deployment.tp, &config.model.model)?;
-    check_fits(&args.deployment, &config)?;
     config.service_window = Span((args.window_s * 1e6).round() as u64);
     let misfit = args.attribution_misfit;
     if !(-0.9..=0.9).contains(&misfit) {
@@ -613,6 +611,7 @@ fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -
         seed: args.workload.seed,
         fitted_params,
     });
+    check_fits(&args.deployment, &config)?;
     Ok(config)
 }
 
