@@ -129,6 +129,7 @@ pub fn profile_model(file_name: &str, shape: ProfileShape) -> Result<ModelShape>
         ffn_hidden: shape.ffn_hidden,
         vocab: 32_000,
         bytes_per_param: 2,
+        ..ModelShape::default()
     })
 }
 

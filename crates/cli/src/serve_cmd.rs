@@ -160,8 +160,10 @@ pub struct ServeWorkloadArgs {
 /// What serves the requests.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DeploymentArgs {
-    /// Catalog name (Llama-3.1-8B, Llama-3.1-70B, Qwen2.5-14B, Qwen2.5-32B) or an explicit
-    /// shape layers=..,hidden=..,heads=..,kv_heads=..,head_dim=..,ffn=..,vocab=..
+    /// Catalog name (Llama-3.1-8B, Llama-3.1-70B, Qwen2.5-14B, Qwen2.5-32B, Mixtral-8x7B,
+    /// DeepSeek-V3) or an explicit shape layers=..,hidden=..,heads=..,kv_heads=..,head_dim=..,
+    /// ffn=..,vocab=..[,experts=E,top_k=K,expert_ffn=..,shared_experts=S,dense_layers=..]
+    /// [,q_lora_rank=..,kv_lora_rank=..,rope_dim=..] (see docs/serving.md)
     #[arg(long, default_value = "Llama-3.1-8B")]
     pub model: String,
     /// GPU type: A100-80G, A100-40G, H100-SXM, H200, L4, V100, P100, K80.
@@ -222,6 +224,20 @@ pub struct DeploymentArgs {
     /// GPUs fit one 8-GPU node, else a 50 GB/s NIC; see docs/serving.md).
     #[arg(long, value_name = "SPEC")]
     pub disagg: Option<String>,
+    /// Expert-parallel degree of a mixture-of-experts model, in [1, 1024]: the routed experts
+    /// are split over N groups of each replica's --tp GPUs (attention stays tensor-parallel),
+    /// adding an all-to-all dispatch and combine per MoE layer; N must divide the experts and
+    /// --tp (each of --tp-options for plan serve).
+    #[arg(long, default_value_t = 1, value_parser = integer_in(1, MAX_TENSOR_PARALLEL))]
+    pub ep: u32,
+    /// Weight format: auto (the model's own, bf16), bf16, or fp8 (linear layers in one byte;
+    /// FP8 tensor peak on H100, H200 and L4; weight-only with bf16 compute on GPUs without FP8).
+    #[arg(long = "weights", default_value = "auto", value_parser = ["auto", "bf16", "fp8"])]
+    pub weight_format: String,
+    /// KV-cache format: auto (the model's, bf16), bf16, or fp8 (one byte per cached value:
+    /// twice the KV tokens, half the KV reads), as vLLM's --kv-cache-dtype.
+    #[arg(long = "kv-cache", default_value = "auto", value_parser = ["auto", "bf16", "fp8"])]
+    pub kv_cache_format: String,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -303,6 +319,7 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
     let workload = load_workload(&args.workload)?;
     check_window_count(&workload, args.window_s)?;
     let kinds = parse_schedulers(&args.scheduler)?;
+    note_fp8_fallback(&model_shape(&args.deployment)?, &resolve_gpu(&args.deployment.gpu)?);
     let mut reports = Vec::new();
     let mut saved_runs = Vec::new();
     let mut last_config = None;
@@ -439,8 +456,52 @@ pub(crate) fn roofline_params(args: &DeploymentArgs, gpu: &GpuSpec, tp: u32) -> 
     params
 }
 
+/// The model of `--model` with `--weights`, `--kv-cache` and `--ep` applied (`--ep` is
+/// checked by [`check_expert_parallel`] once the tensor-parallel degree is known); its name
+/// says which of them differ from the defaults (`Mixtral-8x7B fp8-weights EP2`).
+fn model_shape(args: &DeploymentArgs) -> Result<ModelShape> {
+    let mut model = ModelShape::parse(&args.model).context("--model")?;
+    let mut notes = Vec::new();
+    if args.weight_format == "fp8" {
+        model.precision.fp8_weights = true;
+        notes.push("fp8-weights".to_string());
+    }
+    if args.kv_cache_format == "fp8" {
+        model.precision.fp8_kv_cache = true;
+        notes.push("fp8-kv".to_string());
+    }
+    if args.ep > 1 {
+        // Checked against the model and each tensor-parallel degree by check_expert_parallel.
+        model.moe.expert_parallel = args.ep;
+        notes.push(format!("EP{}", args.ep));
+    }
+    if !notes.is_empty() {
+        model.name = format!("{} {}", model.name, notes.join(" "));
+    }
+    Ok(model)
+}
+
+/// Says on stderr how FP8 weights are modelled on a GPU without FP8 tensor cores.
+fn note_fp8_fallback(model: &ModelShape, gpu: &GpuSpec) {
+    if model.precision.fp8_weights && !gpu.has_fp8() {
+        eprintln!(
+            "note: --weights fp8 on {}: no FP8 tensor cores; modelled as vLLM's weight-only FP8 (W8A16, the FP8 \
+             Marlin kernel): weights read in one byte, matrix multiplies at the bf16 peak",
+            gpu.name
+        );
+    }
+}
+
+/// `--ep` must split each replica's `tp` GPUs into whole groups.
+fn check_expert_parallel(flag: &str, tp: u32, model: &ModelShape) -> Result<()> {
+    model
+        .moe
+        .check_expert_parallel(model.moe.ep(), tp)
+        .map_err(|message| anyhow::anyhow!("--ep {message} (at {flag} {tp})"))
+}
+
 fn roofline(args: &DeploymentArgs, gpu: GpuSpec) -> Result<Roofline> {
-    let model = ModelShape::parse(&args.model).context("--model")?;
+    let model = model_shape(args)?;
     let params = roofline_params(args, &gpu, args.tp);
     if !(params.compute_efficiency > 0.0 && params.memory_efficiency > 0.0 && params.fixed_s >= 0.0) {
         bail!("--eta-compute and --eta-memory must be > 0 and --c0-ms >= 0");
@@ -451,6 +512,14 @@ fn roofline(args: &DeploymentArgs, gpu: GpuSpec) -> Result<Roofline> {
         "roofline" => Ok(roofline),
         other => match other.strip_prefix("profile:") {
             Some(dir) => {
+                let model = &roofline.model;
+                if model.moe.is_moe() || model.mla.is_some() || model.precision.fp8_weights {
+                    bail!(
+                        "--latency-model profile:{dir}: the profiles time dense bf16 layers; {} (experts, latent \
+                         attention or FP8 weights) needs --latency-model roofline",
+                        model.name
+                    );
+                }
                 let curves =
                     crate::calibrate_cmd::profile_curves(Path::new(dir), &gpu, &roofline.model, args.tp)
                         .context("--latency-model")?;
@@ -459,6 +528,34 @@ fn roofline(args: &DeploymentArgs, gpu: GpuSpec) -> Result<Roofline> {
             None => bail!("--latency-model: expected `roofline` or `profile:DIR`, got `{other}`"),
         },
     }
+}
+
+/// A model that leaves no room for one KV block is an error naming the flags that decide
+/// it (the simulator would refuse it too, without them).
+fn check_fits(args: &DeploymentArgs, config: &ServeConfig) -> Result<()> {
+    // The capacity the simulator will use (with every other field of the config already
+    // set); the memory plan only explains a refusal.
+    if config.kv_capacity_tokens() >= u64::from(config.kv_block_tokens) {
+        return Ok(());
+    }
+    let plan = config.memory_plan();
+    let gib = |bytes: f64| bytes / cotenant_perf::GIB;
+    let fp8 = if config.model.model.precision.fp8_weights { "" } else { ", --weights fp8" };
+    bail!(
+        "--model {} does not fit --tp {} x --pp {} x --gpu {}: per GPU, {:.2} GiB usable (--memory-utilization {}) minus \
+         {:.2} GiB of weights and {:.2} GiB of activations leaves {:.2} GiB for KV cache, less than one \
+         {}-token block; try a larger --tp or --pp, a GPU with more memory{fp8}, or a smaller --token-budget",
+        args.model,
+        config.model.tensor_parallel,
+        config.pipeline_parallel,
+        config.model.gpu.name,
+        gib(plan.usable_bytes),
+        config.memory_utilization,
+        gib(plan.weight_bytes),
+        gib(plan.activation_bytes),
+        gib(plan.kv_bytes),
+        config.kv_block_tokens
+    )
 }
 
 pub(crate) fn check_tensor_parallel(flag: &str, tp: u32, model: &ModelShape) -> Result<()> {
@@ -628,6 +725,7 @@ fn structure_text(structure: &Value) -> String {
 fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -> Result<ServeConfig> {
     let mut config = base_config(&args.deployment, workload, kind, args.drift_prior_tokens)?;
     config.max_concurrency = args.max_concurrency;
+    check_expert_parallel("--tp", args.deployment.tp, &config.model.model)?;
     config.service_window = Span((args.window_s * 1e6).round() as u64);
     let flags = crate::serve_request::RequestFlags {
         spec: args.spec.as_ref(),
@@ -655,6 +753,7 @@ fn serve_config(args: &ServeSimArgs, workload: &Workload, kind: SchedulerKind) -
         seed: args.workload.seed,
         fitted_params,
     });
+    check_fits(&args.deployment, &config)?;
     Ok(config)
 }
 
@@ -952,6 +1051,9 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
         return crate::serve_search_cmd::run_search(&args, &workload, &base);
     }
     let gpus = args.gpus.split(',').map(|g| resolve_gpu(g.trim())).collect::<Result<Vec<_>>>()?;
+    for gpu in &gpus {
+        note_fp8_fallback(&base.model.model, gpu);
+    }
     let tps = args
         .tp_options
         .split(',')
@@ -961,6 +1063,7 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
                     || format!("--tp-options: `{t}` is not an integer in [1, {MAX_TENSOR_PARALLEL}]"),
                 )?;
             check_tensor_parallel("--tp-options", tp, &base.model.model)?;
+            check_expert_parallel("--tp-options", tp, &base.model.model)?;
             Ok(tp)
         })
         .collect::<Result<Vec<_>>>()?;

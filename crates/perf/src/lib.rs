@@ -7,6 +7,7 @@ pub mod calibration;
 pub mod gpu;
 pub mod memory;
 pub mod model;
+pub mod moe;
 pub mod prices;
 pub mod profile;
 pub mod roofline;
@@ -17,5 +18,5 @@ pub mod transfer;
 
 pub use gpu::{find_gpu, GpuSpec, GIB, GPU_CATALOG};
 pub use memory::{ActivationBatch, MemoryPlan};
-pub use model::{model_catalog, ModelError, ModelShape};
+pub use model::{model_catalog, MlaShape, ModelError, ModelShape, MoeShape, Precision};
 pub use roofline::{BatchEntry, Roofline, RooflineParams, SharedCost};

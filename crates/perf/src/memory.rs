@@ -121,6 +121,69 @@ mod tests {
         assert!((p.kv_bytes / GIB - 56.26).abs() < 0.01, "{}", p.kv_bytes / GIB);
     }
 
+    /// Llama-3.1-8B on one H100 with an FP8 KV cache: the same 60,410,560,512 free bytes
+    /// over 2 x 32 x 8 x 128 x 1 = 65,536 bytes per token = 921,792 tokens, twice bf16's
+    /// 460,896. FP8 weights: 32 x 218,103,808 layer weights x 1 byte + the LM head and
+    /// embedding 2 x 525,336,576 x 2 bytes (kept in bf16) = 9,080,668,160; free =
+    /// 77,309,411,328 - 9,080,668,160 - 838,860,800 = 67,389,882,368 = 514,144 bf16 tokens;
+    /// both in FP8: 1,028,288 tokens.
+    #[test]
+    fn llama_8b_fp8_kv_and_weights() {
+        let gpu = find_gpu("H100-SXM").expect("catalog");
+        let mut model = ModelShape::parse("Llama-3.1-8B").expect("catalog");
+        model.precision.fp8_kv_cache = true;
+        let kv = MemoryPlan::new(&model, gpu, 1, 0.9, VLLM_DEFAULT, None);
+        assert_eq!(kv.kv_bytes_per_token, 65_536.0);
+        assert_eq!(kv.kv_tokens, 921_792);
+        model.precision = crate::Precision { fp8_weights: true, fp8_kv_cache: false };
+        let weights = MemoryPlan::new(&model, gpu, 1, 0.9, VLLM_DEFAULT, None);
+        assert_eq!(weights.weight_bytes, 9_080_668_160.0);
+        assert_eq!(weights.kv_tokens, 514_144);
+        model.precision.fp8_kv_cache = true;
+        assert_eq!(MemoryPlan::new(&model, gpu, 1, 0.9, VLLM_DEFAULT, None).kv_tokens, 1_028_288);
+    }
+
+    /// Mixtral-8x7B holds all 46.7B parameters: 93.4 GB in bf16 does not fit one H100. On
+    /// two (TP 2), per GPU: layers 32 x (2 x 4096 x 4096 / 2 + 2 x 4096 x 4 x 128 + 8 x
+    /// 176,160,768 / 2 = 725,614,592) x 2 B = 46,439,333,888, routers (replicated) and
+    /// LM head + embedding (32 x 4096 x 8 + 2 x 4096 x 32000 / 2) x 2 = 264,241,152: weights
+    /// 46,703,575,040 (43.50 GiB). Activations 8192 x 2 x (2 x 4096 + max((2 x 32 / 2 +
+    /// 2 x 4) x 128 = 5,120, 2 x (3 x 7168 + 4096) = 51,200)) = 973,078,528. Free
+    /// 77,309,411,328 - 46,703,575,040 - 973,078,528 = 29,632,757,760 bytes over
+    /// 2 x 32 x 4 x 128 x 2 = 65,536 per token: 452,160 tokens.
+    #[test]
+    fn mixtral_holds_every_expert() {
+        let one = plan("Mixtral-8x7B", "H100-SXM", 1);
+        assert!(one.kv_bytes < 0.0);
+        let two = plan("Mixtral-8x7B", "H100-SXM", 2);
+        assert_eq!(two.weight_bytes, 46_703_575_040.0);
+        assert_eq!(two.activation_bytes, 973_078_528.0);
+        assert_eq!(two.kv_tokens, 452_160);
+    }
+
+    /// DeepSeek-V3 on 8 x H200 (TP 8). Per GPU, FP8 weights: attention (MLA) 7168 x 1536 +
+    /// 7168 x 576 replicated + (37,748,736 + 16,777,216 + 117,440,512) / 8 = 36,634,624 x 61
+    /// = 2,234,712,064; dense FFN 3 x 396,361,728 / 8 = 148,635,648; experts 58 x 257 x
+    /// 44,040,192 / 8 = 82,057,887,744; in one byte 84,441,235,456; routers 58 x 7168 x 256
+    /// x 2 B = 212,860,928 and LM head + embedding 1,853,358,080 / 8 x 2 B = 463,339,520:
+    /// 85,117,435,904 bytes. Activations: attention (2 x 16 + 2 x 16) x 128 = 8,192, MoE
+    /// 8 x (3 x 2048 / 8 + 7168) + 3 x 2048 / 8 = 64,256 (> dense 3 x 18432 / 8 = 6,912):
+    /// 8192 x 2 x (2 x 7168 + 64,256) = 1,287,651,328. Free = 0.9 x 141 x 2^30 -
+    /// 85,117,435,904 - 1,287,651,328 = 49,852,750,233.6 over 70,272 latent bytes per token
+    /// = 709,425 tokens. In bf16 the experts alone need 164 GB per GPU: it does not fit.
+    #[test]
+    fn deepseek_v3_fits_eight_h200_in_fp8_only() {
+        let mut model = ModelShape::parse("DeepSeek-V3").expect("catalog");
+        let gpu = find_gpu("H200").expect("catalog");
+        assert!(MemoryPlan::new(&model, gpu, 8, 0.9, VLLM_DEFAULT, None).kv_bytes < 0.0);
+        model.precision.fp8_weights = true;
+        let p = MemoryPlan::new(&model, gpu, 8, 0.9, VLLM_DEFAULT, None);
+        assert_eq!(p.weight_bytes, 85_117_435_904.0);
+        assert_eq!(p.activation_bytes, 1_287_651_328.0);
+        assert_eq!(p.kv_bytes_per_token, 70_272.0);
+        assert_eq!(p.kv_tokens, 709_425);
+    }
+
     #[test]
     fn too_big_leaves_nothing_and_replication_costs_capacity() {
         let p = plan("Llama-3.1-70B", "H100-SXM", 1);
