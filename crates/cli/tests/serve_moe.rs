@@ -95,7 +95,7 @@ fn impossible_asks_name_the_flag() {
     let err = error_of(&["serve-sim", "--ep", "2", "--tp", "2"]);
     assert!(err.contains("--ep 2: expert parallelism needs a mixture-of-experts model"), "{err}");
     let err = error_of(&["serve-sim", "--model", "Mixtral-8x7B"]);
-    assert!(err.contains("--model Mixtral-8x7B does not fit --tp 1 x --gpu H100-SXM"), "{err}");
+    assert!(err.contains("--model Mixtral-8x7B does not fit --tp 1 x --pp 1 x --gpu H100-SXM"), "{err}");
     assert!(err.contains("--weights fp8"), "{err}");
     let err = error_with(2, &["serve-sim", "--weights", "fp4"]);
     assert!(err.contains("--weights"), "{err}");

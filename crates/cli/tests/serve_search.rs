@@ -1,6 +1,7 @@
 //! `plan serve --search` and `--goodput SPEC` from the command line: the same bytes
-//! whatever the thread count, configurations the simulator refuses skipped with the
-//! reason, and bad flags answered with an error naming the flag and the part (exit 1).
+//! whatever the thread count, every configuration priced (the skipped ones and their
+//! reasons are checked in crates/serve/tests/serve_metrics.rs), and bad flags answered
+//! with an error naming the flag and the part (exit 1).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -31,7 +32,7 @@ const SEARCH: &[&str] = &[
 ];
 
 #[test]
-fn the_search_is_deterministic_and_states_why_it_skips() {
+fn the_search_is_deterministic_and_prices_every_configuration() {
     let one_thread = Command::new(env!("CARGO_BIN_EXE_cotenant"))
         .args(SEARCH)
         .env("RAYON_NUM_THREADS", "1")
@@ -48,17 +49,17 @@ fn the_search_is_deterministic_and_states_why_it_skips() {
     let configurations = value["configurations"].as_array().unwrap();
     assert_eq!(configurations.len(), 8);
     for c in configurations {
-        if c["pipeline_parallel"] == 2 {
-            assert!(c["skipped"].as_str().unwrap().contains("pipeline_parallel = 2"), "{c}");
-        } else {
-            assert!(c["goodput_requests_per_s"].as_f64().unwrap() > 0.0, "{c}");
-            // $/M tokens = GPUs x $/GPU-h / (tokens/s x 3600) x 1e6, from the bundled prices.
-            let price = if c["gpu"] == "A100-80G" { 5.1207 } else { 12.29 };
-            let expected =
-                c["gpus"].as_f64().unwrap() * price / (c["tokens_per_s"].as_f64().unwrap() * 3600.0) * 1e6;
-            let got = c["usd_per_million_tokens"].as_f64().unwrap();
-            assert!((got - expected).abs() <= 1e-9 * expected, "{got} vs {expected}");
-        }
+        // Every configuration runs, two pipeline stages included (GPUs = replicas x TP x PP).
+        assert!(c["goodput_requests_per_s"].as_f64().unwrap() > 0.0, "{c}");
+        let gpus = c["replicas"].as_f64().unwrap()
+            * c["tensor_parallel"].as_f64().unwrap()
+            * c["pipeline_parallel"].as_f64().unwrap();
+        assert_eq!(c["gpus"].as_f64(), Some(gpus), "{c}");
+        // $/M tokens = GPUs x $/GPU-h / (tokens/s x 3600) x 1e6, from the bundled prices.
+        let price = if c["gpu"] == "A100-80G" { 5.1207 } else { 12.29 };
+        let expected = gpus * price / (c["tokens_per_s"].as_f64().unwrap() * 3600.0) * 1e6;
+        let got = c["usd_per_million_tokens"].as_f64().unwrap();
+        assert!((got - expected).abs() <= 1e-9 * expected, "{got} vs {expected}");
     }
     let best = value["best"].as_u64().unwrap() as usize;
     assert!(value["pareto"].as_array().unwrap().iter().any(|i| i.as_u64() == Some(best as u64)));
