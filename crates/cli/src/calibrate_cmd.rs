@@ -315,23 +315,15 @@ fn pct(x: f64) -> String {
 }
 
 fn stats_cells(before: &[(f64, f64)], after: &[(f64, f64)]) -> String {
-    let (b, a) = (ErrorStats::of(before), ErrorStats::of(after));
-    format!(
-        "{} | {} | {} | {} | {} | {:+.1}%",
-        a.count,
-        pct(b.median),
-        pct(b.p90),
-        pct(a.median),
-        pct(a.p90),
-        100.0 * a.bias
-    )
+    stats_cells_with(before, after, None)
 }
 
 /// [`stats_cells`] with `middle` (more cells) between the before and after columns.
-fn stats_cells_with(before: &[(f64, f64)], after: &[(f64, f64)], middle: &str) -> String {
+fn stats_cells_with(before: &[(f64, f64)], after: &[(f64, f64)], middle: Option<&str>) -> String {
     let (b, a) = (ErrorStats::of(before), ErrorStats::of(after));
+    let middle = middle.map_or(String::new(), |cells| format!("{cells} | "));
     format!(
-        "{} | {} | {} | {middle} | {} | {} | {:+.1}%",
+        "{} | {} | {} | {middle}{} | {} | {:+.1}%",
         a.count,
         pct(b.median),
         pct(b.p90),
@@ -568,7 +560,7 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
                 out,
                 "| {} | {workers} x {per_node} | {} | {:.1} us | {} |",
                 short(&profile.file),
-                stats_cells_with(&b, &a, &format!("{} | {}", pct(ls.median), pct(ls.p90))),
+                stats_cells_with(&b, &a, Some(&format!("{} | {}", pct(ls.median), pct(ls.p90)))),
                 smallest * 1e6,
                 describe_collective(&fitted)
             );
@@ -592,7 +584,7 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         let _ = writeln!(
             out,
             "| **all {gpu}** | | {} | | |",
-            stats_cells_with(b, a, &format!("{} | {}", pct(ls.median), pct(ls.p90)))
+            stats_cells_with(b, a, Some(&format!("{} | {}", pct(ls.median), pct(ls.p90))))
         );
     }
 
