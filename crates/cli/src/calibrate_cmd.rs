@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use cotenant_perf::calibration::{
-    fit_collective, fit_elementwise, fit_linear, CollectiveFit, CollectivePoint, ElementwisePoint,
-    ErrorStats, LinearPoint,
+    fit_collective, fit_collective_line, fit_elementwise, fit_linear, CollectiveFit, CollectivePoint,
+    ElementwisePoint, ErrorStats, LinearPoint,
 };
 use cotenant_perf::profile::{
     parse_collective_profile, parse_compute_profile, CollectiveProfile, ComputeProfile, Curve, ProfileCurves,
@@ -216,6 +216,40 @@ fn linear_points(model: &ModelShape, profile: &ComputeProfile) -> Vec<LinearPoin
     out
 }
 
+/// (predicted, measured) for each point of one curve that shares its bin of `width`
+/// tokens (ceil(T / width)) with others: the median of the others' times.
+fn same_bin_predictions(points: &[LinearPoint], width: f64) -> Vec<(f64, f64)> {
+    let mut bins: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for q in points {
+        bins.entry((q.tokens / width).ceil() as u64).or_default().push(q.seconds);
+    }
+    let mut out = Vec::new();
+    for q in points {
+        let others: Vec<f64> = {
+            let bin = &bins[&((q.tokens / width).ceil() as u64)];
+            let mut rest = bin.clone();
+            if let Some(at) = rest.iter().position(|s| *s == q.seconds) {
+                rest.remove(at);
+            }
+            rest
+        };
+        if let Some(median) = median_of(others) {
+            out.push((median, q.seconds));
+        }
+    }
+    out
+}
+
+/// The median of `values` (the mean of the middle two for an even count); None when empty.
+fn median_of(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 })
+}
+
 /// Fits one GPU's parameters to its profiles.
 pub fn fit_gpu(profiles: &Profiles, gpu: &GpuSpec) -> GpuFit {
     let base = RooflineParams::default();
@@ -274,14 +308,23 @@ fn short(file: &str) -> String {
 /// (predicted, measured) pairs before and after calibration.
 type BeforeAfter = (Vec<(f64, f64)>, Vec<(f64, f64)>);
 
+/// (predicted, measured) pairs before calibration, with one fitted line, and after.
+type BeforeLineAfter = (Vec<(f64, f64)>, Vec<(f64, f64)>, Vec<(f64, f64)>);
+
 fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
 fn stats_cells(before: &[(f64, f64)], after: &[(f64, f64)]) -> String {
+    stats_cells_with(before, after, None)
+}
+
+/// [`stats_cells`] with `middle` (more cells) between the before and after columns.
+fn stats_cells_with(before: &[(f64, f64)], after: &[(f64, f64)], middle: Option<&str>) -> String {
     let (b, a) = (ErrorStats::of(before), ErrorStats::of(after));
+    let middle = middle.map_or(String::new(), |cells| format!("{cells} | "));
     format!(
-        "{} | {} | {} | {} | {} | {:+.1}%",
+        "{} | {} | {} | {middle}{} | {} | {:+.1}%",
         a.count,
         pct(b.median),
         pct(b.p90),
@@ -289,6 +332,23 @@ fn stats_cells(before: &[(f64, f64)], after: &[(f64, f64)]) -> String {
         pct(a.p90),
         100.0 * a.bias
     )
+}
+
+/// A collective fit in words: the floor, the large-message line and the small-message one.
+fn describe_collective(fit: &CollectiveFit) -> String {
+    let mut parts = Vec::new();
+    if fit.floor_s > 0.0 {
+        parts.push(format!("floor {:.1} us", fit.floor_s * 1e6));
+    }
+    parts.push(format!("{:.1} us + w / {:.0} GB/s", fit.latency_s * 1e6, fit.bandwidth_gb_per_s));
+    if fit.small_bandwidth_gb_per_s > 0.0 {
+        parts.push(format!(
+            "small {:.1} us + w / {:.1} GB/s",
+            fit.small_latency_s * 1e6,
+            fit.small_bandwidth_gb_per_s
+        ));
+    }
+    parts.join("; ")
 }
 
 /// Runs `cotenant calibrate`.
@@ -384,6 +444,50 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         );
     }
 
+    // How far any model smooth in tokens can go: the same form fitted to each curve
+    // alone, and each point predicted by its neighbours in the same 64-token bin.
+    let _ = writeln!(out, "\n### Linear layers: what the measurements leave to a model\n");
+    let _ = writeln!(out, "Per curve: the linear model's four parameters fitted separately to each (model, TP, operator) curve of measured times over token counts (a lower bound for any shape-dependent refinement of this form). Same 64-token bin: each point predicted by the median of the other points of its curve whose token counts share ceil(T/64) (what a model that knew each step of the staircase would reach).\n");
+    let _ = writeln!(out, "| GPU | reference | rows | median | p90 | bias |\n|---|---|---|---|---|---|");
+    for (gpu, fit) in &fits {
+        let mut curves: BTreeMap<(String, u32, usize), Vec<LinearPoint>> = BTreeMap::new();
+        for (_, model, profile) in profiles.compute.iter().filter(|(g, _, _)| g.name == gpu.name) {
+            for (i, point) in linear_points(model, profile).into_iter().enumerate() {
+                let row = &profile.rows[i / LINEAR_OPERATORS];
+                curves
+                    .entry((model.name.clone(), row.tensor_parallel, i % LINEAR_OPERATORS))
+                    .or_default()
+                    .push(point);
+            }
+        }
+        let (mut global, mut per_curve, mut binned) = (Vec::new(), Vec::new(), Vec::new());
+        for points in curves.values() {
+            let params = fit_linear(points, gpu, RooflineParams::default());
+            for q in points {
+                global
+                    .push((linear_op_s(q.k, q.n, q.tokens, q.bytes_per_param, gpu, &fit.params), q.seconds));
+                per_curve.push((linear_op_s(q.k, q.n, q.tokens, q.bytes_per_param, gpu, &params), q.seconds));
+            }
+            binned.extend(same_bin_predictions(points, 64.0));
+        }
+        for (name, pairs) in [
+            ("the fit above (one set of parameters per GPU)", &global),
+            ("per curve", &per_curve),
+            ("same 64-token bin", &binned),
+        ] {
+            let stats = ErrorStats::of(pairs);
+            let _ = writeln!(
+                out,
+                "| {} | {name} | {} | {} | {} | {:+.1}% |",
+                gpu.name,
+                stats.count,
+                pct(stats.median),
+                pct(stats.p90),
+                100.0 * stats.bias
+            );
+        }
+    }
+
     let _ = writeln!(out, "\n### Per layer and per iteration\n");
     let _ = writeln!(out, "A layer is its nine profiled operators (no attention); an iteration is L layers plus, at TP > 1, 2L all-reduces of T x d x 2 bytes (measured: the single-node DGX all_reduce profile, interpolated in size).\n");
     let _ = writeln!(
@@ -431,63 +535,67 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
 
     // Collectives.
     let _ = writeln!(out, "\n### Collectives\n");
-    let _ = writeln!(out, "Before: the roofline's all-reduce (8 us + 2 (n-1)/n size / NVLink bandwidth; send/recv: 8 us + size / NVLink). After: latency + size/bandwidth fitted per file and (workers, devices per node).\n");
+    let _ = writeln!(out, "Before: the roofline's all-reduce (8 us + 2 (n-1)/n size / NVLink bandwidth; send/recv: 8 us + size / NVLink). Line: one latency + size/bandwidth fitted per file and (workers, devices per node), the form of the previous calibration. After: the piecewise form max(floor, min(alpha + w/B, alpha_s + w/B_s)) fitted the same way (w: bytes each GPU sends).\n");
     let _ = writeln!(
         out,
-        "| file | workers x per node | rows | before median | before p90 | after median | after p90 | after bias | measured at 2 KiB | fitted latency | fitted bandwidth |\n|---|---|---|---|---|---|---|---|---|---|---|"
+        "| file | workers x per node | rows | before median | before p90 | line median | line p90 | after median | after p90 | after bias | measured at 2 KiB | fitted (after) |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
-    let mut collective_class: BTreeMap<String, BeforeAfter> = BTreeMap::new();
+    let mut collective_class: BTreeMap<String, BeforeLineAfter> = BTreeMap::new();
     for (gpu, profile) in &profiles.network {
         for ((workers, per_node), points) in collective_groups(profile) {
             let fitted = fit_collective(&points);
-            let legacy = CollectiveFit {
-                latency_s: before.allreduce_latency_s,
-                bandwidth_gb_per_s: gpu.interconnect_gb_per_s,
+            let line = fit_collective_line(&points);
+            let legacy = CollectiveFit::line(before.allreduce_latency_s, gpu.interconnect_gb_per_s);
+            let pairs = |f: &CollectiveFit| -> Vec<(f64, f64)> {
+                points.iter().map(|p| (f.seconds(p.wire_bytes), p.seconds)).collect()
             };
-            let b: Vec<(f64, f64)> =
-                points.iter().map(|p| (legacy.seconds(p.wire_bytes), p.seconds)).collect();
-            let a: Vec<(f64, f64)> =
-                points.iter().map(|p| (fitted.seconds(p.wire_bytes), p.seconds)).collect();
+            let (b, l, a) = (pairs(&legacy), pairs(&line), pairs(&fitted));
             let smallest = profile
                 .rows
                 .iter()
                 .filter(|r| r.workers == workers && r.devices_per_node == per_node)
                 .min_by(|x, y| x.bytes.total_cmp(&y.bytes))
                 .map_or(0.0, |r| r.seconds);
+            let ls = ErrorStats::of(&l);
             let _ = writeln!(
                 out,
-                "| {} | {workers} x {per_node} | {} | {:.1} us | {:.1} us | {:.0} GB/s |",
+                "| {} | {workers} x {per_node} | {} | {:.1} us | {} |",
                 short(&profile.file),
-                stats_cells(&b, &a),
+                stats_cells_with(&b, &a, Some(&format!("{} | {}", pct(ls.median), pct(ls.p90)))),
                 smallest * 1e6,
-                fitted.latency_s * 1e6,
-                fitted.bandwidth_gb_per_s
+                describe_collective(&fitted)
             );
-            if is_dgx_allreduce(profile) && workers == per_node {
-                let entry =
-                    collective_class.entry(format!("{} single-node DGX all-reduce", gpu.name)).or_default();
+            let single_node = workers == per_node;
+            let class = match (is_dgx_allreduce(profile), profile.collective.as_str(), single_node) {
+                (true, _, true) => Some("single-node DGX all-reduce"),
+                (_, "send_recv", true) => Some("single-node send/recv"),
+                (_, "send_recv", false) => Some("cross-node send/recv"),
+                _ => None,
+            };
+            for name in class.into_iter().chain(["collectives"]) {
+                let entry = collective_class.entry(format!("{} {name}", gpu.name)).or_default();
                 entry.0.extend(b.iter().copied());
-                entry.1.extend(a.iter().copied());
+                entry.1.extend(l.iter().copied());
+                entry.2.extend(a.iter().copied());
             }
-            let entry = collective_class.entry(format!("{} collectives", gpu.name)).or_default();
-            entry.0.extend(b);
-            entry.1.extend(a);
         }
     }
-    for (gpu, (b, a)) in &collective_class {
-        let _ = writeln!(out, "| **all {gpu}** | | {} | | | |", stats_cells(b, a));
+    for (gpu, (b, l, a)) in &collective_class {
+        let ls = ErrorStats::of(l);
+        let _ = writeln!(
+            out,
+            "| **all {gpu}** | | {} | | |",
+            stats_cells_with(b, a, Some(&format!("{} | {}", pct(ls.median), pct(ls.p90))))
+        );
     }
 
     // Parameters.
     let _ = writeln!(out, "\n### Fitted parameters\n");
-    let _ = writeln!(out, "| GPU | eta_c | eta_m | linear knee | linear kernel | element-wise eta (norm, norm, rope, act, add) | element-wise kernel (us, same order) | all-reduce (degree: latency, bandwidth) |\n|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "| GPU | eta_c | eta_m | linear knee | linear kernel | element-wise eta (norm, norm, rope, act, add) | element-wise kernel (us, same order) | all-reduce by degree (w: bytes each GPU sends) |\n|---|---|---|---|---|---|---|---|");
     for (gpu, fit) in &fits {
         let p = fit.params;
-        let ar: Vec<String> = fit
-            .allreduce
-            .iter()
-            .map(|(d, f)| format!("{d}: {:.1} us, {:.0} GB/s", f.latency_s * 1e6, f.bandwidth_gb_per_s))
-            .collect();
+        let ar: Vec<String> =
+            fit.allreduce.iter().map(|(d, f)| format!("{d}: {}", describe_collective(f))).collect();
         let _ = writeln!(
             out,
             "| {} | {:.3} | {:.3} | {:.2} | {:.2} us | {} | {} | {} |",
@@ -561,9 +669,13 @@ fn params_toml(fits: &[(&GpuSpec, GpuFit)]) -> String {
          # Fit: mean squared log error, deterministic compass search (crates/perf/src/calibration.rs):\n\
          # eta_c, eta_m, knee and linear kernel cost jointly on the 4 linear operators of every\n\
          # row of the GPU's compute profiles; element-wise eta and kernel cost on the 5 element-wise\n\
-         # operators; all-reduce latency and bandwidth per degree on the single-node DGX\n\
-         # all_reduce profile. fixed_ms (c0, the per-iteration cost outside kernels: scheduler,\n\
-         # sampling) is not in kernel profiles and stays at the default.\n",
+         # operators; all-reduce per degree on the single-node DGX all_reduce profile as\n\
+         # max(floor, min(latency + w / bandwidth, small_latency + w / small_bandwidth)), w the\n\
+         # bytes each GPU sends (floor and small-message protocol absent when they do not help).\n\
+         # fixed_ms (c0, the per-iteration cost outside kernels: scheduler, sampling) is not in\n\
+         # kernel profiles and stays at the default. GPUs with transfer_from have no profiles:\n\
+         # they take that GPU's fitted efficiencies (fractions of each GPU's own datasheet\n\
+         # peaks, so their own FLOP/s, HBM bandwidth and capacity from the catalog apply).\n",
     );
     for (gpu, fit) in fits {
         let p = fit.params;
@@ -580,13 +692,45 @@ fn params_toml(fits: &[(&GpuSpec, GpuFit)]) -> String {
             let _ = writeln!(out, "allreduce_profile = {file:?}");
         }
         for (degree, f) in &fit.allreduce {
-            let _ = writeln!(
-                out,
-                "allreduce.{degree} = {{ latency_us = {:.3}, bandwidth_gb_per_s = {:.2} }}",
+            let mut fields = format!(
+                "latency_us = {:.3}, bandwidth_gb_per_s = {:.2}",
                 f.latency_s * 1e6,
                 f.bandwidth_gb_per_s
             );
+            if f.floor_s > 0.0 {
+                let _ = write!(fields, ", floor_us = {:.3}", f.floor_s * 1e6);
+            }
+            if f.small_bandwidth_gb_per_s > 0.0 {
+                let _ = write!(
+                    fields,
+                    ", small_latency_us = {:.3}, small_bandwidth_gb_per_s = {:.3}",
+                    f.small_latency_s * 1e6,
+                    f.small_bandwidth_gb_per_s
+                );
+            }
+            let _ = writeln!(out, "allreduce.{degree} = {{ {fields} }}");
+        }
+    }
+    let fitted: Vec<&str> = fits.iter().map(|(gpu, _)| gpu.name).collect();
+    for (gpu, source, why) in TRANSFERS {
+        if fitted.contains(&source) && !fitted.contains(&gpu) {
+            let _ = writeln!(out, "\n[gpu.{gpu}]\ntransfer_from = {source:?}\n# {why}");
         }
     }
     out
 }
+
+/// GPUs without profiles that take a profiled GPU's fitted parameters: (GPU, source,
+/// why), written to calibrated.toml with the fit.
+pub const TRANSFERS: [(&str, &str, &str); 2] = [
+    (
+        "H200",
+        "H100-SXM",
+        "Same GH100 die, SMs, clocks and NVLink 4 as the H100 SXM (NVIDIA H200 datasheet: 989 dense bf16 TFLOP/s, 900 GB/s NVLink); only the memory differs (141 GB HBM3e at 4.8 TB/s). Its own bandwidth and capacity come from the catalog; the efficiencies, kernel costs and all-reduce are the H100's, unmeasured on an H200.",
+    ),
+    (
+        "A100-40G",
+        "A100-80G",
+        "Same GA100 die, SMs, clocks and NVLink 3 as the A100 80GB (NVIDIA A100 datasheet: 312 dense bf16 TFLOP/s, 600 GB/s NVLink); only the memory differs (40 GB HBM2 at 1.555 TB/s). Its own bandwidth and capacity come from the catalog; the efficiencies, kernel costs and all-reduce are the A100 80GB's, unmeasured on a 40GB part.",
+    ),
+];

@@ -35,17 +35,54 @@ pub struct CollectivePoint {
     pub seconds: f64,
 }
 
-/// A fitted latency + size/bandwidth model of one collective on one link.
+/// A fitted model of one collective on one link: NCCL's large-message line
+/// (latency + wire bytes / bandwidth), the small-message protocol's line where it is
+/// faster, and a floor no call goes below:
+/// max(floor, min(latency + w / bandwidth, small_latency + w / small_bandwidth)).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CollectiveFit {
     pub latency_s: f64,
     pub bandwidth_gb_per_s: f64,
+    /// Least time of a call, seconds; 0 for none.
+    pub floor_s: f64,
+    pub small_latency_s: f64,
+    /// 0: no small-message protocol.
+    pub small_bandwidth_gb_per_s: f64,
 }
 
 impl CollectiveFit {
+    /// One line, latency + w / bandwidth (no floor, no small-message protocol).
+    pub fn line(latency_s: f64, bandwidth_gb_per_s: f64) -> CollectiveFit {
+        CollectiveFit {
+            latency_s,
+            bandwidth_gb_per_s,
+            floor_s: 0.0,
+            small_latency_s: 0.0,
+            small_bandwidth_gb_per_s: 0.0,
+        }
+    }
+
     /// Predicted seconds for `wire_bytes`.
     pub fn seconds(&self, wire_bytes: f64) -> f64 {
-        self.latency_s + wire_bytes / (self.bandwidth_gb_per_s * 1e9)
+        let large = self.latency_s + wire_bytes / (self.bandwidth_gb_per_s * 1e9);
+        let small = if self.small_bandwidth_gb_per_s > 0.0 {
+            self.small_latency_s + wire_bytes / (self.small_bandwidth_gb_per_s * 1e9)
+        } else {
+            f64::INFINITY
+        };
+        large.min(small).max(self.floor_s)
+    }
+
+    /// `params` with this fit as its all-reduce.
+    pub fn apply(&self, params: RooflineParams) -> RooflineParams {
+        RooflineParams {
+            allreduce_latency_s: self.latency_s,
+            allreduce_bandwidth_gb_per_s: self.bandwidth_gb_per_s,
+            allreduce_floor_s: self.floor_s,
+            allreduce_small_latency_s: self.small_latency_s,
+            allreduce_small_bandwidth_gb_per_s: self.small_bandwidth_gb_per_s,
+            ..params
+        }
     }
 }
 
@@ -146,14 +183,53 @@ pub fn fit_elementwise(points: &[ElementwisePoint], gpu: &GpuSpec, base: Rooflin
     fitted
 }
 
-/// Fits latency and bandwidth of one collective on one link.
-pub fn fit_collective(points: &[CollectivePoint]) -> CollectiveFit {
-    let fit_of = |x: &[f64]| CollectiveFit { latency_s: x[0].exp() * 1e-6, bandwidth_gb_per_s: x[1].exp() };
+/// Fits latency and bandwidth of one collective on one link (one line, no floor, no
+/// small-message protocol).
+pub fn fit_collective_line(points: &[CollectivePoint]) -> CollectiveFit {
+    let fit_of = |x: &[f64]| CollectiveFit::line(x[0].exp() * 1e-6, x[1].exp());
     let objective = |x: &[f64]| {
         let f = fit_of(x);
         mean_sq_log_error(points.iter().map(|q| (f.seconds(q.wire_bytes), q.seconds)))
     };
     fit_of(&compass_search(objective, &[10f64.ln(), 100f64.ln()], 0.5, 1e-4))
+}
+
+/// Fits the full collective model (large-message line, small-message protocol, floor)
+/// of one collective on one link. The objective has kinks, so the search starts from the
+/// one-line fit and from a fixed grid of small-protocol lines and floors (deterministic)
+/// and keeps the best; a fit no better than the line alone is the line.
+pub fn fit_collective(points: &[CollectivePoint]) -> CollectiveFit {
+    let line = fit_collective_line(points);
+    let error =
+        |f: &CollectiveFit| mean_sq_log_error(points.iter().map(|q| (f.seconds(q.wire_bytes), q.seconds)));
+    let fit_of = |x: &[f64]| CollectiveFit {
+        latency_s: x[0].exp() * 1e-6,
+        bandwidth_gb_per_s: x[1].exp(),
+        floor_s: x[2].exp() * 1e-6,
+        small_latency_s: x[3].exp() * 1e-6,
+        small_bandwidth_gb_per_s: x[4].exp(),
+    };
+    let least = points.iter().map(|q| q.seconds).fold(f64::INFINITY, f64::min);
+    let (mut best, mut best_error) = (line, error(&line));
+    for floor in [0.5 * least, least] {
+        for small_latency in [0.25, 1.0] {
+            for small_bandwidth in [0.05, 0.25] {
+                let start = [
+                    (line.latency_s * 1e6).ln(),
+                    line.bandwidth_gb_per_s.ln(),
+                    (floor.max(1e-9) * 1e6).ln(),
+                    (small_latency * line.latency_s * 1e6).ln(),
+                    (small_bandwidth * line.bandwidth_gb_per_s).ln(),
+                ];
+                let fit = fit_of(&compass_search(|x| error(&fit_of(x)), &start, 0.5, 1e-3));
+                let e = error(&fit);
+                if e < best_error {
+                    (best, best_error) = (fit, e);
+                }
+            }
+        }
+    }
+    best
 }
 
 /// Median and 90th percentile of absolute relative errors |predicted / measured - 1|.
@@ -247,7 +323,7 @@ mod tests {
         }
         // Operator 1 had no points and keeps the default.
         assert_eq!(fitted.elementwise_efficiency[1], 0.75);
-        let link = CollectiveFit { latency_s: 35e-6, bandwidth_gb_per_s: 180.0 };
+        let link = CollectiveFit::line(35e-6, 180.0);
         let points: Vec<CollectivePoint> = [2048.0, 1e5, 1e6, 1e7, 6e7]
             .iter()
             .map(|&wire_bytes| CollectivePoint { wire_bytes, seconds: link.seconds(wire_bytes) })
@@ -255,6 +331,42 @@ mod tests {
         let fitted = fit_collective(&points);
         assert!((fitted.latency_s - 35e-6).abs() < 0.2e-6, "{fitted:?}");
         assert!((fitted.bandwidth_gb_per_s - 180.0).abs() < 1.0, "{fitted:?}");
+    }
+
+    /// The piecewise collective by hand: floor 30 us, large line 20 us + w / 200 GB/s,
+    /// small line 5 us + w / 20 GB/s. At w = 100 KB: small 5 + 5 = 10 us, large 20 + 0.5
+    /// = 20.5 us, min 10 us, floor -> 30 us. At 1 MB: small 55 us, large 25 us -> 30 us
+    /// (floor). At 10 MB: large 70 us, small 505 us -> 70 us. At 600 KB with no floor:
+    /// small 35 us, large 23 us -> 23 us.
+    #[test]
+    fn piecewise_collective_by_hand_and_fit() {
+        let truth = CollectiveFit {
+            latency_s: 20e-6,
+            bandwidth_gb_per_s: 200.0,
+            floor_s: 30e-6,
+            small_latency_s: 5e-6,
+            small_bandwidth_gb_per_s: 20.0,
+        };
+        assert!((truth.seconds(1e5) - 30e-6).abs() < 1e-12);
+        assert!((truth.seconds(1e6) - 30e-6).abs() < 1e-12);
+        assert!((truth.seconds(1e7) - 70e-6).abs() < 1e-12);
+        let no_floor = CollectiveFit { floor_s: 0.0, ..truth };
+        assert!((no_floor.seconds(6e5) - 23e-6).abs() < 1e-12);
+        assert!((no_floor.seconds(1e4) - 5.5e-6).abs() < 1e-12);
+        // A floor with a small-message protocol below a large one: the fit reproduces the
+        // curve (parameters on a flat stretch are not identifiable, the times are).
+        let curve = CollectiveFit { floor_s: 8e-6, ..truth };
+        let points: Vec<CollectivePoint> = (0..60)
+            .map(|i| 2048.0 * 1.2f64.powi(i))
+            .map(|wire_bytes| CollectivePoint { wire_bytes, seconds: curve.seconds(wire_bytes) })
+            .collect();
+        let fitted = fit_collective(&points);
+        let line = fit_collective_line(&points);
+        let worst = |f: &CollectiveFit| {
+            points.iter().map(|q| (f.seconds(q.wire_bytes) / q.seconds - 1.0).abs()).fold(0.0, f64::max)
+        };
+        assert!(worst(&fitted) < 0.02, "{fitted:?} {}", worst(&fitted));
+        assert!(worst(&line) > 0.2, "the line alone cannot follow it: {line:?}");
     }
 
     #[test]

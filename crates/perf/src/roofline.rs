@@ -44,6 +44,14 @@ pub struct RooflineParams {
     pub elementwise_efficiency: [f64; 5],
     /// Fixed cost of each element-wise kernel, seconds, same order.
     pub elementwise_kernel_s: [f64; 5],
+    /// Least time of one all-reduce call, seconds (launch and synchronisation: measured
+    /// NCCL calls do not get faster below it however small the message); 0 for none.
+    pub allreduce_floor_s: f64,
+    /// Latency of the all-reduce's small-message protocol (NCCL's LL/LL128: lower latency,
+    /// lower bandwidth), seconds; used where it beats the large-message line.
+    pub allreduce_small_latency_s: f64,
+    /// Bandwidth of the small-message protocol, GB/s per GPU; 0: no such protocol.
+    pub allreduce_small_bandwidth_gb_per_s: f64,
 }
 
 impl Default for RooflineParams {
@@ -59,6 +67,9 @@ impl Default for RooflineParams {
             linear_kernel_s: 0.0,
             elementwise_efficiency: [0.75; 5],
             elementwise_kernel_s: [0.0; 5],
+            allreduce_floor_s: 0.0,
+            allreduce_small_latency_s: 0.0,
+            allreduce_small_bandwidth_gb_per_s: 0.0,
         }
     }
 }
@@ -69,6 +80,12 @@ impl RooflineParams {
     /// not profiled.
     pub fn for_gpu(gpu: &str, tp: u32) -> RooflineParams {
         crate::calibrated::fitted(gpu, tp).unwrap_or_default()
+    }
+
+    /// Whether the all-reduce has a floor or a small-message protocol (otherwise it is
+    /// one line, alpha + w / B).
+    pub fn allreduce_piecewise(&self) -> bool {
+        self.allreduce_floor_s > 0.0 || self.allreduce_small_bandwidth_gb_per_s > 0.0
     }
 }
 
@@ -128,13 +145,28 @@ pub fn elementwise_op_s(op: usize, bytes: f64, gpu: &GpuSpec, params: &RooflineP
     bytes / (gpu.memory_tb_per_s * 1e12 * params.elementwise_efficiency[op]) + params.elementwise_kernel_s[op]
 }
 
-/// Seconds of one ring all-reduce of `bytes` over `tp` GPUs: alpha + 2 (tp-1)/tp bytes / B.
+/// Seconds of one ring all-reduce of `bytes` over `tp` GPUs. Each GPU moves
+/// w = 2 (tp-1)/tp bytes; NCCL picks the faster of its protocols, and no call is faster
+/// than the floor:
+/// max(floor, min(alpha + w / B, alpha_small + w / B_small)), which is
+/// alpha + w / B with the defaults (no floor, no small-message protocol).
 pub fn allreduce_s(bytes: f64, tp: u32, gpu: &GpuSpec, params: &RooflineParams) -> f64 {
     if tp <= 1 {
         return 0.0;
     }
     let tp = tp as f64;
-    params.allreduce_latency_s + 2.0 * (tp - 1.0) / tp * bytes / (allreduce_bandwidth(gpu, params) * 1e9)
+    let large =
+        params.allreduce_latency_s + 2.0 * (tp - 1.0) / tp * bytes / (allreduce_bandwidth(gpu, params) * 1e9);
+    if !params.allreduce_piecewise() {
+        return large;
+    }
+    let wire = 2.0 * (tp - 1.0) / tp * bytes;
+    let small = if params.allreduce_small_bandwidth_gb_per_s > 0.0 {
+        params.allreduce_small_latency_s + wire / (params.allreduce_small_bandwidth_gb_per_s * 1e9)
+    } else {
+        f64::INFINITY
+    };
+    large.min(small).max(params.allreduce_floor_s)
 }
 
 fn allreduce_bandwidth(gpu: &GpuSpec, params: &RooflineParams) -> f64 {
@@ -285,7 +317,12 @@ impl Roofline {
         let ring_factor = 2.0 * (tp - 1.0) / tp;
         let link_bytes_per_s = allreduce_bandwidth(&gpu, &params) * 1e9;
         let (allreduce_fixed_s, allreduce_s_per_token) = if tensor_parallel > 1 {
-            (2.0 * layers * params.allreduce_latency_s, 2.0 * layers * ring_factor * d * b / link_bytes_per_s)
+            let fixed = if params.allreduce_piecewise() {
+                allreduce_s(0.0, tensor_parallel, &gpu, &params)
+            } else {
+                params.allreduce_latency_s
+            };
+            (2.0 * layers * fixed, 2.0 * layers * ring_factor * d * b / link_bytes_per_s)
         } else {
             (0.0, 0.0)
         };
@@ -378,7 +415,7 @@ impl Roofline {
             lm_head_floor_s,
             lm_head_excess_s,
             allreduce_fixed_s: self.allreduce_fixed_s,
-            allreduce_bytes_s: self.allreduce_s_per_token * tokens,
+            allreduce_bytes_s: self.allreduce_bytes_s(tokens),
         };
         match &self.moe {
             None => cost,
@@ -423,6 +460,18 @@ impl Roofline {
             own_s.push(own);
         }
         self.shared_cost(tokens, rows).total_s() + own_total_s
+    }
+
+    /// All-reduce time above the per-call fixed part for `tokens` new tokens (all layers).
+    /// With a floor or a small-message protocol ([`allreduce_s`]) the fixed part is the
+    /// time of an empty call and this is the rest.
+    fn allreduce_bytes_s(&self, tokens: f64) -> f64 {
+        if self.tensor_parallel <= 1 || !self.params.allreduce_piecewise() {
+            return self.allreduce_s_per_token * tokens;
+        }
+        let bytes = tokens * self.model.hidden as f64 * self.model.bytes_per_param as f64;
+        let per_call = allreduce_s(bytes, self.tensor_parallel, &self.gpu, &self.params);
+        2.0 * self.layers * (per_call - allreduce_s(0.0, self.tensor_parallel, &self.gpu, &self.params))
     }
 
     /// Number of layers (kept as f64 for the formulas).
@@ -697,6 +746,46 @@ mod tests {
         // 32 layers x (4 x 5 + 5 x 1) us = 800 us.
         let extra = with_kernels.iteration_s(&batch) - plain.iteration_s(&batch);
         assert!(close(extra, 800e-6, 1e-6), "{extra}");
+    }
+
+    /// The all-reduce with a floor and a small-message protocol, by hand, Llama-3.1-8B at
+    /// TP 2 (32 layers, d = 4096, b = 2; w = 2 x 1/2 x S = S): floor 30 us, large line
+    /// 20 us + w / 200 GB/s, small line 5 us + w / 20 GB/s.
+    /// - an empty call: min(20, 5) = 5 us, floor -> 30 us; fixed part 2 x 32 x 30 us = 1.92 ms;
+    /// - 64 tokens, S = 524,288 B: large 22.62 us, small 31.21 us -> 22.62, floor -> 30 us:
+    ///   nothing above the fixed part;
+    /// - 1,024 tokens, S = 8,388,608 B: large 20 + 41.94 = 61.94 us, small 424.4 us ->
+    ///   61.94 us; 64 calls = 3.9643 ms, of which 2.0443 ms above the fixed part;
+    /// - without floor and small protocol it is the line: 1,024 tokens, 64 x 61.94 us.
+    #[test]
+    fn piecewise_allreduce_by_hand() {
+        let gpu = *find_gpu("H100-SXM").expect("catalog");
+        let params = RooflineParams {
+            allreduce_latency_s: 20e-6,
+            allreduce_bandwidth_gb_per_s: 200.0,
+            allreduce_floor_s: 30e-6,
+            allreduce_small_latency_s: 5e-6,
+            allreduce_small_bandwidth_gb_per_s: 20.0,
+            ..RooflineParams::default()
+        };
+        assert!(close(allreduce_s(0.0, 2, &gpu, &params), 30e-6, 1e-9));
+        assert!(close(allreduce_s(524_288.0, 2, &gpu, &params), 30e-6, 1e-9));
+        assert!(close(allreduce_s(8_388_608.0, 2, &gpu, &params), 61.943e-6, 1e-4));
+        let shape = ModelShape::parse("Llama-3.1-8B").expect("catalog");
+        let model = Roofline::new(shape.clone(), gpu, 2, params);
+        let small = model.shared_cost(64, 64);
+        assert!(close(small.allreduce_fixed_s, 1.92e-3, 1e-9), "{small:?}");
+        assert!(small.allreduce_bytes_s.abs() < 1e-12, "{small:?}");
+        let large = model.shared_cost(1024, 1);
+        assert!(close(large.allreduce_fixed_s, 1.92e-3, 1e-9), "{large:?}");
+        assert!(close(large.allreduce_bytes_s, 2.0443e-3, 1e-4), "{large:?}");
+        let line =
+            RooflineParams { allreduce_floor_s: 0.0, allreduce_small_bandwidth_gb_per_s: 0.0, ..params };
+        let plain = Roofline::new(shape, gpu, 2, line).shared_cost(1024, 1);
+        assert!(
+            close(plain.allreduce_fixed_s + plain.allreduce_bytes_s, 64.0 * 61.943e-6, 1e-4),
+            "{plain:?}"
+        );
     }
 
     /// KV heads are replicated, not split, past their count: Llama-3.1-8B (8 KV heads) at
