@@ -155,9 +155,9 @@ cat >> "$f" <<'MD'
 FLOPs per token as Dense-12.9B, but a batch of T tokens reads E (1 - (1 - k/E)^T)
 experts: at 2 req/s about ten requests decode together, and ten tokens touch 7.5 of the
 8 experts, so each iteration reads nearly all 46.7B parameters against the dense model's
-12.9B. The table shows it: TPOT p50 18.2 ms against 8.1 ms on the same two H100s (2.2x)
+12.9B. The table shows it: TPOT p50 18.2 ms against 7.9 ms on the same two H100s (2.3x)
 at 2 req/s, widening to 48.7 against 39.8 ms as the load grows, and at 32 req/s (past
-saturation for all four) Mixtral delivers 4,967 output tok/s against 6,175 for the dense
+saturation for all four) Mixtral delivers 4,970 output tok/s against 6,179 for the dense
 model on the same GPUs and 6,897 for two dense replicas. Mixtral's bigger weights also
 leave half the KV cache (452,160 tokens against 970,336). This is the direction Baseten
 measured ("Mixtral's performance doesn't scale as well for batched inference as more
@@ -167,14 +167,14 @@ to set beside ours. In FP8, Mixtral fits one H100 and matches bf16 Mixtral on tw
 8 req/s, then falls behind (TTFT p99 1.1 s at 16 req/s): the same service on half the
 GPUs until the load needs the second GPU's bandwidth.
 
-**Against Llama-2-70B, 3.7x rather than Mistral's 6x.** At batch 1 (`--max-seqs 1`) a
+**Against Llama-2-70B, 4.0x rather than Mistral's 6x.** At batch 1 (`--max-seqs 1`) a
 Mixtral decode reads 2 experts, 12.9B parameters against Llama-2-70B's 69B, a 5.4x ratio
-of weight bytes; the simulated TPOT ratio is 28.9 / 7.8 = 3.7x on two H100s and 19.5 /
-6.3 = 3.1x on four, because per-iteration costs that do not shrink with the weights (the
+of weight bytes; the simulated TPOT ratio is 26.2 / 6.6 = 4.0x on two H100s and 20.4 /
+6.7 = 3.0x on four, because per-iteration costs that do not shrink with the weights (the
 1 ms fixed cost, two all-reduces per layer at the measured ~26-40 us latency each,
 kernel launch costs) are a larger share of Mixtral's shorter iteration. With a few
 requests in flight (0.5 req/s) the batch already touches more experts and the ratio falls
-to 2.8x. Mistral's "6x faster inference" gives no setup (hardware, batch, engine), so the
+to 3.3x on two H100s and 2.7x on four. Mistral's "6x faster inference" gives no setup (hardware, batch, engine), so the
 difference is a finding about the claim's conditions, not a constant to tune: the
 weight-bytes bound itself is 5.4x, and only a batch-1 deployment with negligible fixed
 costs could approach it. (The batch-1 rows measure TPOT; their TTFT is queueing behind one
@@ -182,9 +182,9 @@ sequence at a time.)
 
 **FP8 helps most where memory binds.** Llama-3.1-70B in bf16 on two H100s keeps 35,302 KV
 tokens per GPU, about 27 requests of 1,280 tokens, so already at 4 req/s requests are
-preempted (23 per run) and queue for half a minute. An FP8 KV cache doubles the tokens
-(70,604) and lifts throughput from 608 to 853 tok/s at 4 req/s; FP8 weights free 32 GiB
-per GPU (244,198 tokens) and serve the whole offered load (931 tok/s, every request within
+preempted (22 per run) and queue for half a minute. An FP8 KV cache doubles the tokens
+(70,604) and lifts throughput from 608 to 854 tok/s at 4 req/s; FP8 weights free 32 GiB
+per GPU (244,198 tokens) and serve the whole offered load (932 tok/s, every request within
 the SLO). At saturation (16 req/s) FP8 weights give 3.3x and both 3.6x the bf16
 throughput, well above vLLM's "up to 1.6x": that claim is about faster layers, while most
 of this gain is capacity in a deployment bf16 barely fits. Where capacity does not bind

@@ -146,8 +146,8 @@ Llama-3-70B on 4 x H100: up to 1.5x speedup at QPS 1 on ShareGPT with a draft mo
 high QPS a 1.4x slowdown (ShareGPT, draft) and a 1.8x slowdown (CNN/DailyMail, n-grams).
 
 **Batch 1 matches the theory.** With one request at a time the simulated TPOT speedups are
-within 3% of Leviathan et al.'s formula at the draft cost c the roofline gives (0.14 for the
-1B-like draft at TP 4, 0.11 for the 0.5B one at TP 1: each draft step pays the same 1-ms
+within 3% of Leviathan et al.'s formula at the draft cost c the roofline gives (0.15 for the
+1B-like draft at TP 4, 0.10 for the 0.5B one at TP 1: each draft step pays the same 1-ms
 c0 per forward pass as the target, which dominates a 1B model's step). The small shortfall is
 the verification: k + 1 tokens per step instead of 1 cost a little more than one decode.
 Leviathan's 2X-3X for T5 overlaps the 1.7x-2.6x of our alpha 0.7-0.9 rows.
@@ -163,13 +163,13 @@ lookup that we count as zero. At alpha 0.3 speculation is a loss even at low loa
 1.42 tokens per step do not pay for four draft passes.
 
 **High load: the slowdown is reproduced.** At 16 requests/s (overload: the server sustains
-about 13) the 1B draft at alpha 0.7 makes the median request 1.43x slower end to end
-(E2E speedup 0.70x) and lowers output throughput from 3,504 to 3,305 tokens/s: draft passes
+about 13) the 1B draft at alpha 0.7 makes the median request 1.52x slower end to end
+(E2E speedup 0.66x) and lowers output throughput from 3,517 to 3,284 tokens/s: draft passes
 and k + 1 verification tokens per row take GPU time and token budget that queued prefills
 need. vLLM measured 1.4x on ShareGPT. The n-gram proposer at alpha 0.5 slows the median
-request 2.2x (vLLM: 1.8x on CNN/DailyMail): its verification rows alone eat 5 of the 8,192
+request 2.3x (vLLM: 1.8x on CNN/DailyMail): its verification rows alone eat 5 of the 8,192
 budget tokens per decoding request. The disagreement in the other direction: at alpha 0.9
-speculation still helps at 16 requests/s (E2E 2.35x, throughput +13%), because this
+speculation still helps at 16 requests/s (E2E 2.14x, throughput +12%), because this
 deployment's overload is bound by the 256-sequence limit and 4 tokens per step per sequence
 beat 1; vLLM's high-QPS runs did not report such a case, and real acceptance rarely stays at
 0.9 on chat traffic. The spread over seeds is small at low load (one or two hundredths) and
