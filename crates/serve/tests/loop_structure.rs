@@ -2,76 +2,30 @@
 //! clients and disaggregated prefill/decode pools, each on a case worked by hand, then
 //! invariants (every request finishes, runs are deterministic) on synthetic load.
 
-use cotenant_core::{Span, TenantId, TenantSpec, Time};
+use cotenant_core::{TenantSpec, Time};
 use cotenant_perf::{find_gpu, ModelShape, Roofline, RooflineParams};
 use cotenant_serve::closed_loop::issued_workload;
-use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
 use cotenant_serve::sim::{DisaggConfig, ServeError};
 use cotenant_serve::synthetic::{generate, SyntheticTenant};
-use cotenant_serve::{
-    simulate, summarize, Request, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Tier,
-    Workload,
-};
+use cotenant_serve::{simulate, summarize, Request, ServeConfig, Workload};
 
-fn llama8b_h100() -> Roofline {
-    let gpu = *find_gpu("H100-SXM").expect("catalog");
-    Roofline::new(ModelShape::parse("Llama-3.1-8B").expect("catalog"), gpu, 1, RooflineParams::default())
-}
+mod common;
+use common::{h100, serve_config};
 
 fn request(arrival_us: u64, prompt: u32, output: u32) -> Request {
-    Request {
-        tenant: TenantId(0),
-        arrival: Time(arrival_us),
-        prompt_tokens: prompt,
-        output_tokens: output,
-        prefix_hashes: Box::new([]),
-        category: 0,
-        tier: Tier::Standard,
-        interaction: 0,
-        call_index: 0,
-    }
+    common::request(0, arrival_us, prompt, output)
 }
 
 fn workload(requests: Vec<Request>) -> Workload {
-    Workload {
-        source: "test".into(),
-        requests,
-        tenants: vec![TenantSpec::new("t0")],
-        categories: vec!["all".into()],
-        prefix_block_tokens: 0,
-    }
+    common::workload(requests, 1)
 }
 
 /// FCFS on Llama-3.1-8B / H100 with the roofline's plain defaults (the hand-worked
 /// figures of crates/perf/src/roofline.rs), KV sized from memory.
 fn config(max_seqs: u32) -> ServeConfig {
-    let slo = Slo::default();
-    ServeConfig {
-        model: llama8b_h100(),
-        replicas: 1,
-        pipeline_parallel: 1,
-        scheduler: SchedulerConfig {
-            kind: SchedulerKind::Fcfs,
-            limits: BatchLimits { max_seqs, ..BatchLimits::default() },
-            tenants: vec![TenantSpec::new("t0")],
-            categories: 1,
-            slo,
-            drift: DriftConfig::default(),
-        },
-        router: RouterKind::LeastOutstandingTokens,
-        kv_block_tokens: 16,
-        memory_utilization: 0.9,
-        activation_reserve_bytes: None,
-        kv_capacity_tokens: None,
-        slo,
-        service_window: Span::from_secs(1),
-        attribution_eval: None,
-        max_concurrency: None,
-        disagg: None,
-        spec: None,
-        lora: None,
-        kv_offload: None,
-    }
+    let mut config = serve_config(h100("Llama-3.1-8B"), &[TenantSpec::new("t0")], 1);
+    config.scheduler.limits.max_seqs = max_seqs;
+    config
 }
 
 fn finish_us(result: &cotenant_serve::ServeResult, id: usize) -> u64 {

@@ -1,56 +1,22 @@
 //! Speculative decoding, multi-LoRA and KV offload inside the simulator: small runs
 //! checked by hand, and invariants over random workloads.
 
-use cotenant_core::Span;
-use cotenant_perf::{find_gpu, ModelShape, Roofline, RooflineParams};
 use cotenant_serve::lora::{LoraArgs, LoraConfig, LoraTargets};
 use cotenant_serve::offload::OffloadConfig;
-use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
 use cotenant_serve::spec::{Proposer, SpecConfig};
 use cotenant_serve::state::Phase;
-use cotenant_serve::{
-    simulate, Request, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Workload,
-};
+use cotenant_serve::{simulate, Request, ServeConfig, Workload};
 use proptest::prelude::*;
 
 mod common;
-use common::{request, workload};
+use common::{h100, request, serve_config, workload};
 
 const DRAFT_1B: &str = "layers=16,hidden=2048,heads=32,kv_heads=8,head_dim=64,ffn=8192,vocab=128256";
 
-fn h100(shape: &str) -> Roofline {
-    let gpu = *find_gpu("H100-SXM").expect("catalog");
-    Roofline::new(ModelShape::parse(shape).expect("shape"), gpu, 1, RooflineParams::default())
-}
-
 fn config(load: &Workload, kv_tokens: Option<u64>) -> ServeConfig {
-    let slo = Slo::default();
-    ServeConfig {
-        model: h100("Llama-3.1-8B"),
-        replicas: 1,
-        pipeline_parallel: 1,
-        scheduler: SchedulerConfig {
-            kind: SchedulerKind::Fcfs,
-            limits: BatchLimits::default(),
-            tenants: load.tenants.clone(),
-            categories: 4,
-            slo,
-            drift: DriftConfig::default(),
-        },
-        router: RouterKind::LeastOutstandingTokens,
-        kv_block_tokens: 16,
-        memory_utilization: 0.9,
-        activation_reserve_bytes: None,
-        kv_capacity_tokens: kv_tokens,
-        slo,
-        service_window: Span::from_secs(1),
-        attribution_eval: None,
-        spec: None,
-        lora: None,
-        kv_offload: None,
-        max_concurrency: None,
-        disagg: None,
-    }
+    let mut config = serve_config(h100("Llama-3.1-8B"), &load.tenants, 4);
+    config.kv_capacity_tokens = kv_tokens;
+    config
 }
 
 fn ngram(k: u32, acceptance: f64) -> SpecConfig {

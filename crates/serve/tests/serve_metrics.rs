@@ -4,45 +4,21 @@
 
 use cotenant_core::{Span, TenantId, TenantSpec, Time};
 use cotenant_perf::roofline::iteration_work;
-use cotenant_perf::{find_gpu, BatchEntry, ModelShape, Roofline, RooflineParams};
-use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
-use cotenant_serve::{
-    simulate, summarize, Request, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Tier,
-    Workload,
-};
+use cotenant_perf::{find_gpu, BatchEntry, ModelShape, RooflineParams};
+use cotenant_serve::{simulate, summarize, Request, RouterKind, SchedulerKind, ServeConfig, Tier, Workload};
 use proptest::prelude::*;
 
+mod common;
+use common::{h100, serve_config};
+
 fn run_config(tenants: usize, kv_tokens: u64, budget: u32, replicas: u32) -> ServeConfig {
-    let gpu = *find_gpu("H100-SXM").expect("catalog");
-    let model =
-        Roofline::new(ModelShape::parse("Llama-3.1-8B").expect("catalog"), gpu, 1, RooflineParams::default());
-    let slo = Slo::default();
-    ServeConfig {
-        model,
-        replicas,
-        pipeline_parallel: 1,
-        scheduler: SchedulerConfig {
-            kind: SchedulerKind::Fcfs,
-            limits: BatchLimits { token_budget: budget, ..BatchLimits::default() },
-            tenants: (0..tenants).map(|t| TenantSpec::new(format!("t{t}"))).collect(),
-            categories: 1,
-            slo,
-            drift: DriftConfig::default(),
-        },
-        router: RouterKind::RoundRobin,
-        kv_block_tokens: 16,
-        memory_utilization: 0.9,
-        activation_reserve_bytes: None,
-        kv_capacity_tokens: Some(kv_tokens),
-        slo,
-        service_window: Span::from_secs(1),
-        attribution_eval: None,
-        max_concurrency: None,
-        disagg: None,
-        spec: None,
-        lora: None,
-        kv_offload: None,
-    }
+    let names: Vec<TenantSpec> = (0..tenants).map(|t| TenantSpec::new(format!("t{t}"))).collect();
+    let mut config = serve_config(h100("Llama-3.1-8B"), &names, 1);
+    config.replicas = replicas;
+    config.router = RouterKind::RoundRobin;
+    config.scheduler.limits.token_budget = budget;
+    config.kv_capacity_tokens = Some(kv_tokens);
+    config
 }
 
 fn load(rows: &[(u64, u32, u32)]) -> Workload {

@@ -7,50 +7,21 @@ use cotenant_core::limits::MAX_SHARE_WINDOWS;
 use cotenant_core::{Span, TenantId, TenantSpec};
 use cotenant_perf::{find_gpu, ModelShape, Roofline, RooflineParams};
 use cotenant_serve::plan::{goodput_search, with_windows_for};
-use cotenant_serve::scheduler::{BatchLimits, DriftConfig, VtcCounters};
+use cotenant_serve::scheduler::{BatchLimits, VtcCounters};
 use cotenant_serve::sim::ServeError;
 use cotenant_serve::state::Phase;
-use cotenant_serve::{
-    simulate, summarize, Request, RouterKind, SchedulerConfig, SchedulerKind, ServeConfig, Slo, Workload,
-};
+use cotenant_serve::{simulate, summarize, Request, RouterKind, SchedulerKind, ServeConfig, Slo, Workload};
 use proptest::prelude::*;
 
 mod common;
-use common::{request, workload};
-
-fn llama8b_h100() -> Roofline {
-    let gpu = *find_gpu("H100-SXM").expect("catalog");
-    Roofline::new(ModelShape::parse("Llama-3.1-8B").expect("catalog"), gpu, 1, RooflineParams::default())
-}
+use common::{h100, request, serve_config, workload};
 
 fn config(kind: SchedulerKind, tenants: &[TenantSpec], kv_tokens: u64, budget: u32) -> ServeConfig {
-    let slo = Slo::default();
-    ServeConfig {
-        model: llama8b_h100(),
-        replicas: 1,
-        pipeline_parallel: 1,
-        scheduler: SchedulerConfig {
-            kind,
-            limits: BatchLimits { token_budget: budget, ..BatchLimits::default() },
-            tenants: tenants.to_vec(),
-            categories: 4,
-            slo,
-            drift: DriftConfig::default(),
-        },
-        router: RouterKind::LeastOutstandingTokens,
-        kv_block_tokens: 16,
-        memory_utilization: 0.9,
-        activation_reserve_bytes: None,
-        kv_capacity_tokens: Some(kv_tokens),
-        slo,
-        service_window: Span::from_secs(1),
-        attribution_eval: None,
-        max_concurrency: None,
-        disagg: None,
-        spec: None,
-        lora: None,
-        kv_offload: None,
-    }
+    let mut config = serve_config(h100("Llama-3.1-8B"), tenants, 4);
+    config.scheduler.kind = kind;
+    config.scheduler.limits.token_budget = budget;
+    config.kv_capacity_tokens = Some(kv_tokens);
+    config
 }
 
 /// KV of 64 tokens = 4 blocks of 16. A and B (16-token prompts, 40 outputs) arrive together.
