@@ -754,34 +754,34 @@ pub struct PlanServeArgs {
     /// configuration's goodput is searched at.
     #[arg(long, value_name = "SPEC")]
     pub goodput: Option<String>,
-    /// Configuration search (Vidur-Search): every combination of --gpus, --tp-options,
-    /// --pp-options, --replicas-options, --token-budget-options, --max-seqs-options and
-    /// --schedulers, each configuration's goodput (highest rate meeting the SLO: --goodput
-    /// SPEC, else --target attainment), its cost per million tokens from --prices, the
-    /// Pareto front of cost against --pareto-latency and the cheapest configuration.
+    /// Configuration search (Vidur-Search): every combination of the option lists (GPUs, TP,
+    /// PP, replicas, token budgets, batch sizes, schedulers), each configuration's goodput
+    /// (the highest rate meeting the SLO: the goodput SPEC, else the target attainment), its
+    /// cost per million tokens from the price table, the Pareto front of cost against a
+    /// latency percentile, and the cheapest configuration.
     #[arg(long)]
     pub search: bool,
-    /// --search: pipeline-parallel stages per replica to try, comma-separated.
+    /// With the search: pipeline-parallel stages per replica to try, comma-separated.
     #[arg(long, default_value = "1", value_name = "LIST")]
     pub pp_options: String,
-    /// --search: replicas to try, comma-separated.
+    /// With the search: replicas to try, comma-separated.
     #[arg(long, default_value = "1,2", value_name = "LIST")]
     pub replicas_options: String,
-    /// --search: token budgets (tokens per iteration) to try, comma-separated.
+    /// With the search: token budgets (tokens per iteration) to try, comma-separated.
     #[arg(long, default_value = "2048,8192", value_name = "LIST")]
     pub token_budget_options: String,
-    /// --search: batch sizes (most sequences per iteration) to try, comma-separated.
+    /// With the search: batch sizes (most sequences per iteration) to try, comma-separated.
     #[arg(long, default_value = "256", value_name = "LIST")]
     pub max_seqs_options: String,
-    /// --search: schedulers to try, comma-separated (as --scheduler).
+    /// With the search: schedulers to try, comma-separated (names as for the scheduler flag).
     #[arg(long, default_value = "fcfs,sarathi", value_name = "LIST")]
     pub schedulers: String,
-    /// --search: GPU prices, a TOML file as crates/perf/data/gpu_prices.toml ([gpu."NAME"]
-    /// usd_per_gpu_hour, source, date); default: that bundled table.
+    /// With the search: GPU prices, a TOML file as crates/perf/data/gpu_prices.toml
+    /// ([gpu."NAME"] usd_per_gpu_hour, source, date); default: that bundled table.
     #[arg(long, value_name = "PATH")]
     pub prices: Option<PathBuf>,
-    /// --search: the latency the Pareto front trades cost against, METRIC:pQ (ttft, tbt,
-    /// tpot, e2e), measured at each configuration's goodput.
+    /// With the search: the latency the Pareto front trades cost against, METRIC:pQ (ttft,
+    /// tbt, tpot, e2e), measured at each configuration's goodput.
     #[arg(long, default_value = "e2e:p90", value_name = "METRIC:pQ")]
     pub pareto_latency: String,
     /// Print JSON instead of a table.
