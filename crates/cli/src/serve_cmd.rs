@@ -12,8 +12,8 @@ use cotenant_core::limits::{
 use cotenant_core::Span;
 use cotenant_perf::{find_gpu, GpuSpec, ModelShape, Roofline, RooflineParams, GPU_CATALOG};
 use cotenant_report::serve_json::{
-    attribution_json, bench_json, diagnostics_json, goodput_json, kv_windows_json, plan_json,
-    serve_runs_json, summary_json, windows_json, BenchFigures, GoodputFigures,
+    attribution_json, bench_json, diagnostics_json, goodput_json, kv_replicas_json, kv_windows_json,
+    plan_json, serve_runs_json, summary_json, windows_json, BenchFigures, GoodputFigures,
 };
 use cotenant_report::serve_report::serve_report_html;
 use cotenant_report::serve_saved::{read_saved_results, saved_results_json, saved_run_json};
@@ -343,6 +343,7 @@ pub fn run_serve_sim(args: ServeSimArgs) -> Result<()> {
         if args.windows {
             report["windows"] = windows_json(&result.windows);
             report["kv_windows"] = kv_windows_json(&result.usage.kv_windows);
+            report["kv_replicas"] = kv_replicas_json(&result.usage.replicas);
         }
         let structure = structure_json(&config, &result);
         if let Some(structure) = &structure {

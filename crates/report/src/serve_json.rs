@@ -9,7 +9,7 @@ use cotenant_serve::goodput::GoodputCriterion;
 use cotenant_serve::metrics::Percentiles;
 use cotenant_serve::plan::{GoodputResult, PlanRow};
 use cotenant_serve::sim::ServiceWindow;
-use cotenant_serve::utilization::KvWindow;
+use cotenant_serve::utilization::{KvWindow, ReplicaUsage};
 use cotenant_serve::{Summary, Workload};
 
 /// `{"p50", "p90", "p99", "mean"}`; a mean that is not finite is `null`.
@@ -89,6 +89,12 @@ pub fn windows_json(windows: &[ServiceWindow]) -> Value {
 /// the busy-time-weighted mean (null without iterations) and the maximum.
 pub fn kv_windows_json(windows: &[KvWindow]) -> Value {
     json!(windows.iter().map(|w| json!({"mean": w.mean(), "max": w.max})).collect::<Vec<_>>())
+}
+
+/// Per replica (`--windows`): its KV blocks in use / capacity over the run, the
+/// busy-time-weighted mean and the maximum.
+pub fn kv_replicas_json(replicas: &[ReplicaUsage]) -> Value {
+    json!(replicas.iter().map(|r| json!({"mean": r.kv_mean(), "max": r.kv_max})).collect::<Vec<_>>())
 }
 
 /// The workload: source, request count, arrival rate and tenants with weights.
