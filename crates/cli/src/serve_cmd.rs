@@ -17,11 +17,11 @@ use cotenant_report::serve_json::{
 };
 use cotenant_report::serve_report::serve_report_html;
 use cotenant_report::serve_saved::{read_saved_results, saved_results_json, saved_run_json};
-use cotenant_report::serve_table::{plan_table_text_with, serve_run_text, ServeRunText};
+use cotenant_report::serve_table::{plan_table_text, serve_run_text, ServeRunText};
 use cotenant_serve::attribution::AttributionEval;
 use cotenant_serve::closed_loop::offered;
 use cotenant_serve::goodput::GoodputCriterion;
-use cotenant_serve::plan::{goodput_search_with, plan_serve_with, with_windows_for, GOODPUT_ATTAINMENT};
+use cotenant_serve::plan::{goodput_search_with, plan_serve, with_windows_for, GOODPUT_ATTAINMENT};
 use cotenant_serve::scheduler::{BatchLimits, DriftConfig};
 use cotenant_serve::search::tensor_parallel_fits;
 use cotenant_serve::sim::disagg::{disagg_search, DisaggConfig};
@@ -1104,7 +1104,7 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
     for &pp in &pps {
         let mut staged = base.clone();
         staged.pipeline_parallel = pp;
-        let rows = plan_serve_with(&workload, &staged, &gpus, &tps, &params, &criterion, args.max_replicas);
+        let rows = plan_serve(&workload, &staged, &gpus, &tps, &params, &criterion, args.max_replicas);
         if args.json {
             let mut plan = plan_json(&workload, args.target, &rows);
             if args.goodput.is_some() {
@@ -1119,10 +1119,7 @@ pub fn run_plan_serve(args: PlanServeArgs) -> Result<()> {
             if pps != [1] {
                 println!("Pipeline-parallel degree {pp} (GPUs = replicas x TP x {pp}):");
             }
-            print!(
-                "{}",
-                plan_table_text_with(&workload, &staged, args.target, shown, &rows, args.max_replicas)
-            );
+            print!("{}", plan_table_text(&workload, &staged, args.target, shown, &rows, args.max_replicas));
         }
     }
     if args.json {

@@ -37,20 +37,9 @@ pub fn serve_run_text(run: &ServeRunText<'_>) -> String {
 }
 
 /// `plan serve`'s answer: a header line and a Markdown table, one row per GPU type
-/// and tensor-parallel degree that meets `target` within `max_replicas` replicas.
+/// and tensor-parallel degree that meets `target` within `max_replicas` replicas, or
+/// `criterion` when the plan was made under one (`plan serve --goodput SPEC`).
 pub fn plan_table_text(
-    workload: &Workload,
-    config: &ServeConfig,
-    target: f64,
-    rows: &[PlanRow],
-    max_replicas: u32,
-) -> String {
-    plan_table_text_with(workload, config, target, None, rows, max_replicas)
-}
-
-/// [`plan_table_text`] for a plan made under `criterion` (`plan serve --goodput SPEC`),
-/// which the header then names instead of `target` attainment.
-pub fn plan_table_text_with(
     workload: &Workload,
     config: &ServeConfig,
     target: f64,

@@ -127,24 +127,10 @@ pub struct PlanRow {
 }
 
 /// For each GPU type and tensor-parallel degree the model fits on, the fewest replicas
-/// (up to `max_replicas`) whose attainment reaches `target`; sorted by GPU count. Each
+/// (up to `max_replicas`) whose run meets `criterion` (attainment, or chosen latency percentiles); sorted by GPU count. Each
 /// candidate's roofline takes its parameters from `params(gpu, tp)` (the GPU's own
 /// fitted parameters, with the caller's overrides), not from `base`'s GPU.
 pub fn plan_serve(
-    workload: &Workload,
-    base: &ServeConfig,
-    gpus: &[GpuSpec],
-    tensor_parallel: &[u32],
-    params: &dyn Fn(&GpuSpec, u32) -> RooflineParams,
-    target: f64,
-    max_replicas: u32,
-) -> Vec<PlanRow> {
-    let criterion = GoodputCriterion::Attainment(target);
-    plan_serve_with(workload, base, gpus, tensor_parallel, params, &criterion, max_replicas)
-}
-
-/// [`plan_serve`] with the fewest replicas whose run meets `criterion`.
-pub fn plan_serve_with(
     workload: &Workload,
     base: &ServeConfig,
     gpus: &[GpuSpec],

@@ -2,14 +2,14 @@
 //! own iterations (invariants under random workloads, one request by hand), and goodput
 //! on chosen percentiles.
 
-use cotenant_core::{Span, TenantId, TenantSpec, Time};
+use cotenant_core::{Span, TenantSpec};
 use cotenant_perf::roofline::iteration_work;
 use cotenant_perf::{find_gpu, BatchEntry, ModelShape, RooflineParams};
-use cotenant_serve::{simulate, summarize, Request, RouterKind, SchedulerKind, ServeConfig, Tier, Workload};
+use cotenant_serve::{simulate, summarize, RouterKind, SchedulerKind, ServeConfig, Workload};
 use proptest::prelude::*;
 
 mod common;
-use common::{h100, serve_config};
+use common::{h100, request, serve_config, workload};
 
 fn run_config(tenants: usize, kv_tokens: u64, budget: u32, replicas: u32) -> ServeConfig {
     let names: Vec<TenantSpec> = (0..tenants).map(|t| TenantSpec::new(format!("t{t}"))).collect();
@@ -22,26 +22,7 @@ fn run_config(tenants: usize, kv_tokens: u64, budget: u32, replicas: u32) -> Ser
 }
 
 fn load(rows: &[(u64, u32, u32)]) -> Workload {
-    Workload {
-        source: "test".into(),
-        requests: rows
-            .iter()
-            .map(|&(arrival, prompt, output)| Request {
-                tenant: TenantId(0),
-                arrival: Time(arrival),
-                prompt_tokens: prompt,
-                output_tokens: output,
-                prefix_hashes: Box::new([]),
-                category: 0,
-                tier: Tier::Standard,
-                interaction: 0,
-                call_index: 0,
-            })
-            .collect(),
-        tenants: vec![TenantSpec::new("t0")],
-        categories: vec!["all".into()],
-        prefix_block_tokens: 0,
-    }
+    workload(rows.iter().map(|&(arrival, prompt, output)| request(0, arrival, prompt, output)).collect(), 1)
 }
 
 /// One request, 100 prompt tokens and 3 outputs, alone on a replica with 1,024 tokens of
