@@ -49,6 +49,73 @@ pub struct JobSpec {
     pub elastic: Option<Elastic>,
     /// GPU memory needed on each of its GPUs (0: not stated; `crate::sharing`).
     pub gpu_memory: GpuMemory,
+    /// How the job communicates, how sensitive it is to slow GPUs and how often it
+    /// checkpoints: read by the world's topology, variability and fault models.
+    /// The default changes nothing anywhere.
+    pub profile: JobProfile,
+}
+
+/// The communication pattern of a multi-GPU job's synchronous step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CommPattern {
+    /// Ring all-reduce over the data-parallel group (and the pipeline's point-to-point
+    /// sends): bound by the slowest link its ring crosses.
+    #[default]
+    AllReduce,
+    /// Nearest-neighbour halo exchange (lattice QCD, particle codes): bound by the
+    /// links between neighbouring ranks, so compact placements (sub-boxes of a torus)
+    /// matter and the diameter does not.
+    Halo,
+    /// All-to-all (expert parallelism, distributed FFT): every pair exchanges, so the
+    /// bisection of the placement bounds it.
+    AllToAll,
+}
+
+/// A job's sensitivity to where it runs. Every field's default is neutral: a job that
+/// states none runs exactly as before in every model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct JobProfile {
+    /// Share of a step spent communicating across nodes when the job's links run at the
+    /// reference bandwidth (a node's NIC, uncontended), in [0, 1]. 0: the job's speed
+    /// does not depend on its placement.
+    pub comm_fraction: f64,
+    pub comm_pattern: CommPattern,
+    /// Parallel layout of the job's GPUs (tensor x pipeline x data); `None` means pure
+    /// data parallel over all its GPUs. Placement may keep each tensor group in one
+    /// NVLink domain and each pipeline and data-parallel group within few switches.
+    pub layout: Option<Layout>,
+    /// How much of a slow GPU the job feels, alpha in [0, 1] (Not All GPUs Are Created
+    /// Equal, SC'22): speed on a GPU of factor v is 1 - alpha (1 - v). 1 = compute bound.
+    pub sensitivity: f64,
+    /// How often the job saves its progress, overriding the run's default; work since
+    /// its last checkpoint is lost when a node under it fails.
+    pub checkpoint_interval: Option<Span>,
+}
+
+/// A (tensor, pipeline, data) parallel layout; t x p x d = the job's GPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Layout {
+    pub tensor: u32,
+    pub pipeline: u32,
+    pub data: u32,
+}
+
+impl Layout {
+    pub fn gpus(&self) -> u32 {
+        self.tensor * self.pipeline * self.data
+    }
+}
+
+impl Default for JobProfile {
+    fn default() -> Self {
+        JobProfile {
+            comm_fraction: 0.0,
+            comm_pattern: CommPattern::AllReduce,
+            layout: None,
+            sensitivity: 1.0,
+            checkpoint_interval: None,
+        }
+    }
 }
 
 impl JobSpec {
@@ -68,6 +135,7 @@ impl JobSpec {
             memory_gib: 0,
             elastic: None,
             gpu_memory: GpuMemory::default(),
+            profile: JobProfile::default(),
         }
     }
 }

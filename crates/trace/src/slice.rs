@@ -372,6 +372,7 @@ fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadRepo
             memory_gib: r.memory_gib,
             elastic: None,
             gpu_memory: Default::default(),
+            profile: Default::default(),
         });
         lines.push(r.line);
     }

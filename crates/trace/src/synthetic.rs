@@ -341,6 +341,7 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
             memory_gib: (spec.memory_gib_per_gpu * f64::from(gpus)).floor() as u32,
             elastic: None,
             gpu_memory: Default::default(),
+            profile: Default::default(),
         });
         // From a stream of its own: the jobs are the same whatever the fraction.
         if spec.elastic > 0.0 && elastic_rng.random::<f64>() < spec.elastic {
