@@ -42,7 +42,7 @@ pub enum ClusterError {
 impl ClusterSpec {
     /// `nodes` identical nodes of one GPU type, racks of `nodes_per_rack`.
     pub fn homogeneous(gpu_type: &str, nodes: u32, gpus_per_node: u32) -> ClusterSpec {
-        let mut spec = ClusterSpec { gpu_types: vec![gpu_type.to_string()], nodes: Vec::new() };
+        let mut spec = ClusterSpec { gpu_types: vec![gpu_type.to_string()], ..Default::default() };
         spec.add_nodes(GpuTypeId(0), nodes, gpus_per_node, 0, 0);
         spec
     }

@@ -476,7 +476,7 @@ mod tests {
             down in proptest::collection::vec(0usize..150, 0..6),
             ops in proptest::collection::vec((0u32..40, 0usize..3, 0u32..3, proptest::prelude::any::<bool>()), 1..40),
         ) {
-            let mut spec = ClusterSpec { gpu_types: vec!["a".into(), "b".into()], nodes: Vec::new() };
+            let mut spec = ClusterSpec { gpu_types: vec!["a".into(), "b".into()], ..Default::default() };
             for &(gpus, ty) in &sizes {
                 spec.add_nodes(crate::ids::GpuTypeId(ty), 1, gpus, 0, 0);
             }

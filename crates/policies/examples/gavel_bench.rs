@@ -130,8 +130,10 @@ fn round_bench(table: &ThroughputTable) {
         for n in [100usize, 1_000, 10_000] {
             let alloc_jobs = jobs(table, n, 42);
             let models: Vec<String> = table.job_types().map(|k| k.model.clone()).collect();
-            let mut spec =
-                ClusterSpec { gpu_types: TYPES.iter().map(|t| t.to_string()).collect(), nodes: Vec::new() };
+            let mut spec = ClusterSpec {
+                gpu_types: TYPES.iter().map(|t| t.to_string()).collect(),
+                ..Default::default()
+            };
             for t in 0..3 {
                 spec.add_nodes(GpuTypeId(t), (n / 4 / 4).max(1) as u32, 4, 32, 256);
             }

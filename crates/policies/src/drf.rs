@@ -136,7 +136,7 @@ mod tests {
     /// (dominant shares 2/3 each).
     #[test]
     fn paper_example() {
-        let mut spec = ClusterSpec { gpu_types: vec!["g".into()], nodes: Vec::new() };
+        let mut spec = ClusterSpec { gpu_types: vec!["g".into()], ..Default::default() };
         spec.add_nodes(GpuTypeId(0), 1, 9, 18, 1000);
         let tenants = vec![TenantSpec::new("A"), TenantSpec::new("B")];
         let mut e = Engine::new(Cluster::new(spec).unwrap(), tenants, Box::new(Drf::default()), 0);

@@ -619,7 +619,7 @@ mod tests {
                 queues.push(queue(&format!("t{i}"), if cohort == 0 { "x" } else { "y" }, &[(types[ty], n)], &limit));
             }
             let config = QuotaConfig { queues: queues.clone() };
-            let mut cluster = ClusterSpec { gpu_types: types.iter().map(|t| t.to_string()).collect(), nodes: Vec::new() };
+            let mut cluster = ClusterSpec { gpu_types: types.iter().map(|t| t.to_string()).collect(), ..Default::default() };
             cluster.add_nodes(GpuTypeId(0), 2, 4, 32, 256);
             cluster.add_nodes(GpuTypeId(1), 2, 4, 32, 256);
             let tenant_specs: Vec<TenantSpec> = (0..tenants.len()).map(|i| TenantSpec::new(format!("t{i}"))).collect();

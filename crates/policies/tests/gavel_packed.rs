@@ -223,7 +223,7 @@ fn run_seeded(
 }
 
 fn k80s(gpus: u32) -> ClusterSpec {
-    let mut spec = ClusterSpec { gpu_types: vec!["k80".into()], nodes: Vec::new() };
+    let mut spec = ClusterSpec { gpu_types: vec!["k80".into()], ..Default::default() };
     spec.add_nodes(GpuTypeId(0), gpus, 1, 8, 64);
     spec
 }
@@ -506,7 +506,7 @@ proptest! {
             .enumerate()
             .map(|(t, &gpu_limit)| TenantSpec { gpu_limit, ..TenantSpec::new(format!("t{t}")) })
             .collect();
-        let mut spec = ClusterSpec { gpu_types: vec!["v100".into(), "k80".into()], nodes: Vec::new() };
+        let mut spec = ClusterSpec { gpu_types: vec!["v100".into(), "k80".into()], ..Default::default() };
         spec.add_nodes(GpuTypeId(0), 1, v100s, 8, 64);
         spec.add_nodes(GpuTypeId(1), 1, k80s, 8, 64);
         let types: Vec<String> = names.iter().map(|n| n.to_string()).collect();

@@ -25,7 +25,7 @@ fn run(trace: &str, policy: &str) -> (f64, f64) {
     let table: ThroughputTable =
         cotenant_trace::gavel_throughputs::read_gavel_throughputs(&data("simulation_throughputs.json.gz"))
             .expect("bundled table reads");
-    let mut spec = ClusterSpec { gpu_types: vec!["v100".into(), "k80".into()], nodes: Vec::new() };
+    let mut spec = ClusterSpec { gpu_types: vec!["v100".into(), "k80".into()], ..Default::default() };
     spec.add_nodes(GpuTypeId(0), 2, 1, 8, 64);
     spec.add_nodes(GpuTypeId(1), 4, 1, 8, 64);
     let cluster = Cluster::new(spec).expect("cluster");

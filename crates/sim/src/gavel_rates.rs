@@ -162,7 +162,7 @@ mod tests {
 
     /// Two 2-GPU V100 nodes (ids 0..4) and one 2-GPU K80 node (ids 4..6).
     fn cluster() -> Cluster {
-        let mut spec = ClusterSpec { gpu_types: vec!["V100".into(), "k80".into()], nodes: Vec::new() };
+        let mut spec = ClusterSpec { gpu_types: vec!["V100".into(), "k80".into()], ..Default::default() };
         spec.add_nodes(GpuTypeId(0), 2, 2, 8, 64);
         spec.add_nodes(GpuTypeId(1), 1, 2, 8, 64);
         Cluster::new(spec).unwrap()

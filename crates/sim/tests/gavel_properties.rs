@@ -119,7 +119,7 @@ proptest! {
     #[test]
     fn gavel_policies_keep_metrics_in_range_and_report_health(case in case()) {
         let table = table();
-        let mut spec = ClusterSpec { gpu_types: vec!["v100".into(), "k80".into()], nodes: Vec::new() };
+        let mut spec = ClusterSpec { gpu_types: vec!["v100".into(), "k80".into()], ..Default::default() };
         spec.add_nodes(GpuTypeId(0), 1, case.v100, 8, 64);
         spec.add_nodes(GpuTypeId(1), 1, case.k80, 8, 64);
         let job_types: Vec<String> = MODELS.iter().map(|m| m.to_string()).collect();

@@ -982,7 +982,7 @@ mod tests {
     }
 
     fn engine(objective: Objective) -> Engine {
-        let mut spec = ClusterSpec { gpu_types: vec!["v100".into(), "k80".into()], nodes: Vec::new() };
+        let mut spec = ClusterSpec { gpu_types: vec!["v100".into(), "k80".into()], ..Default::default() };
         spec.add_nodes(GpuTypeId(0), 1, 1, 8, 64);
         spec.add_nodes(GpuTypeId(1), 1, 1, 8, 64);
         let config = GavelConfig {
