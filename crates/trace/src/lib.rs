@@ -32,6 +32,7 @@ mod synthetic;
 pub mod text;
 mod tiresias;
 pub mod wallclock;
+pub mod workload_classes;
 
 pub use cluster_config::{
     parse_cluster_arg, parse_cluster_inline, parse_cluster_toml, read_cluster_toml, ClusterConfig,

@@ -20,6 +20,11 @@
 //! - `preset=synergy`: Synergy's (OSDI'22) workload: job types image|language|speech
 //!   with mix 20:70:10, requests at the proportional point of its servers
 //!   (3 CPUs and 62.5 GB per GPU); keys after it override (e.g. `gpus=1`).
+//! - `classes=llm-pretrain:2|rlhf:3|etl:5` (commas also separate the list, as in
+//!   `classes=llm-pretrain:2,rlhf:3`) or `class=NAME`: each job draws a workload class
+//!   by weight and takes its GPUs, run time, kind, profile, elastic range and memory
+//!   from it (crate::workload_classes, docs/workloads.md). Not with a `gpus` or
+//!   `durations` other than `gavel`.
 //!
 //! `work` is the run time in seconds at reference speed; `duration_estimate` is
 //! that run time (an oracle). Draws happen in a fixed order per job (gap,
@@ -36,6 +41,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::cluster_config::key_values;
 use crate::error::TraceError;
 use crate::text::{describe_span, exceeds_secs};
+use crate::workload_classes::ClassMix;
 use crate::Workload;
 
 /// Where run times come from.
@@ -73,6 +79,8 @@ pub struct SyntheticSpec {
     /// Host requests per GPU (0: none stated).
     pub cpus_per_gpu: f64,
     pub memory_gib_per_gpu: f64,
+    /// Workload classes and their weights (`classes=`/`class=`; `None`: Gavel's jobs).
+    pub classes: Option<ClassMix>,
 }
 
 impl Default for SyntheticSpec {
@@ -89,6 +97,7 @@ impl Default for SyntheticSpec {
             job_mix: Vec::new(),
             cpus_per_gpu: 0.0,
             memory_gib_per_gpu: 0.0,
+            classes: None,
         }
     }
 }
@@ -97,7 +106,7 @@ impl Default for SyntheticSpec {
 pub const MAX_SYNTHETIC_JOBS: usize = 10_000_000;
 
 const CONTEXT: &str = "synthetic spec";
-const KEYS: &str = "jobs, rate, seed, tenants, weights, durations, gpus, job-types, elastic, job-mix, cpus-per-gpu, mem-gib-per-gpu, preset";
+const KEYS: &str = "jobs, rate, seed, tenants, weights, durations, gpus, job-types, elastic, job-mix, cpus-per-gpu, mem-gib-per-gpu, preset, classes, class";
 
 impl SyntheticSpec {
     /// Parses `key=value,...` (see the module doc). Unknown keys are errors.
@@ -105,7 +114,12 @@ impl SyntheticSpec {
         let mut spec = SyntheticSpec::default();
         let mut tenants: Option<usize> = None;
         let mut weights: Option<Vec<f64>> = None;
-        for (key, value) in key_values(text, CONTEXT)? {
+        let text = crate::workload_classes::join_class_lists(text);
+        let mut shape_key: Option<&str> = None;
+        for (key, value) in key_values(&text, CONTEXT)? {
+            if matches!(key, "gpus" | "durations") && value != "gavel" {
+                shape_key = Some(key);
+            }
             match key {
                 "jobs" => spec.jobs = parse_jobs(value)?,
                 "rate" => spec.jobs_per_hour = parse_rate(value)?,
@@ -144,8 +158,25 @@ impl SyntheticSpec {
                     spec.memory_gib_per_gpu = 62.5;
                 }
                 "preset" => return Err(err(key, format!("unknown preset {value:?} (known: synergy)"))),
+                "classes" | "class" if spec.classes.is_some() => {
+                    return Err(err(key, "give either `classes` or `class`, once"));
+                }
+                "classes" => spec.classes = Some(ClassMix::parse(key, value)?),
+                "class" if value.contains(['|', ':']) => {
+                    return Err(err(
+                        key,
+                        format!("expected one class name (for a mix use `classes`), got {value:?}"),
+                    ));
+                }
+                "class" => spec.classes = Some(ClassMix::parse(key, value)?),
                 _ => return Err(err(key, format!("unknown key (known: {KEYS})"))),
             }
+        }
+        if let (Some(_), Some(shape)) = (&spec.classes, shape_key) {
+            return Err(err(
+                shape,
+                "workload classes set each job's GPUs and run time: drop this key or `classes`/`class`",
+            ));
         }
         spec.weights = match (tenants, weights) {
             (Some(t), Some(w)) if w.len() != t => {
@@ -301,17 +332,24 @@ impl fmt::Display for SyntheticSpec {
         if self.elastic > 0.0 {
             write!(f, ",elastic={}", self.elastic)?;
         }
+        if let Some(classes) = &self.classes {
+            write!(f, ",classes={classes}")?;
+        }
         Ok(())
     }
 }
 
 /// Salt of the elastic draws' stream (`seed ^ ELASTIC_STREAM`).
 const ELASTIC_STREAM: u64 = 0xE1A5_71C0_0000_0001;
+/// Salt of the workload classes' stream (`seed ^ CLASS_STREAM`).
+const CLASS_STREAM: u64 = 0xC1A5_5E50_0000_0002;
 
 /// Generates the workload a spec describes. Deterministic in the spec.
 pub fn generate(spec: &SyntheticSpec) -> Workload {
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
     let mut elastic_rng = ChaCha8Rng::seed_from_u64(spec.seed ^ ELASTIC_STREAM);
+    let mut class_rng = ChaCha8Rng::seed_from_u64(spec.seed ^ CLASS_STREAM);
+    let mut drawn_classes = Vec::new();
     let tenants: Vec<TenantSpec> = spec
         .weights
         .iter()
@@ -343,13 +381,25 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
             gpu_memory: Default::default(),
             profile: Default::default(),
         });
+        // From a stream of its own: arrivals, tenants and job types stay as without classes.
+        if let Some(mix) = &spec.classes {
+            let job = jobs.last_mut().expect("just pushed");
+            let drawn = crate::workload_classes::draw(mix.draw(&mut class_rng), &mut class_rng);
+            crate::workload_classes::apply(&drawn, job, spec);
+            drawn_classes.push((drawn.class, drawn.gpus, drawn.secs));
+        }
         // From a stream of its own: the jobs are the same whatever the fraction.
         if spec.elastic > 0.0 && elastic_rng.random::<f64>() < spec.elastic {
             let job = jobs.last_mut().expect("just pushed");
+            let gpus = job.gpus;
             job.elastic =
                 Elastic::new((gpus / 2).max(1), gpus.saturating_mul(2).min(MAX_GPUS_PER_JOB), gpus).ok();
         }
     }
+    let notes = match &spec.classes {
+        Some(mix) => crate::workload_classes::class_notes(mix, &drawn_classes),
+        None => Vec::new(),
+    };
     Workload {
         source: format!("synthetic:{spec}"),
         lines: vec![0; jobs.len()],
@@ -357,7 +407,7 @@ pub fn generate(spec: &SyntheticSpec) -> Workload {
         tenants,
         job_types: spec.job_types.clone(),
         skipped: Vec::new(),
-        notes: Vec::new(),
+        notes,
         wall_clock_origin_us: None,
         statuses: Vec::new(),
     }
@@ -380,7 +430,7 @@ fn exponential_us(rng: &mut ChaCha8Rng, mean_secs: f64) -> u64 {
     (secs * 1e6).round() as u64
 }
 
-fn draw_duration_secs(rng: &mut ChaCha8Rng, dist: &DurationDist) -> f64 {
+pub(crate) fn draw_duration_secs(rng: &mut ChaCha8Rng, dist: &DurationDist) -> f64 {
     match dist {
         DurationDist::FixedSecs(s) => *s,
         DurationDist::Gavel => {
