@@ -27,7 +27,8 @@ pub struct WorkloadArgs {
     pub trace: Option<String>,
     /// Generate a workload instead: key=value pairs, e.g.
     /// `jobs=1000,rate=20/h,seed=1,tenants=4,weights=1:1:2:4,durations=gavel,gpus=gavel`;
-    /// or SJF-BSBF's model mix with GPU memory needs: `sjf-bsbf[,jobs=1000,rate=50/h,seed=1]`.
+    /// or SJF-BSBF's model mix with GPU memory needs: `sjf-bsbf[,jobs=1000,rate=50/h,seed=1]`;
+    /// add `classes=llm-pretrain:2|rlhf:3|etl:5` (or `class=NAME`) for workload classes (docs/workloads.md).
     #[arg(long, value_name = "SPEC", conflicts_with = "trace")]
     pub synthetic: Option<String>,
     /// Generate the EvalStop setup instead: RLHF jobs that report evaluation scores as
