@@ -67,6 +67,30 @@ fn hipmcl_memory_by_hand() {
     assert_eq!(mcl_gpus(7e7, 500.0).0, 256);
 }
 
+proptest::proptest! {
+    /// HipMCL's phases fit the memory: whenever the input and output copies leave room,
+    /// the peak with the chosen phases is within the per-process memory, and with one
+    /// phase fewer it would not be: phases = 1 + floor(X / R) is the smallest count
+    /// with X / phases < R (X = asquare + kselect, R = memory - input - output).
+    #[test]
+    fn hipmcl_phases_fit_the_per_process_memory(
+        vertices in 1e5f64..1e8, degree in 2f64..2000.0, grid in 1u32..40, gb in 1f64..512.0,
+    ) {
+        let p = grid * grid;
+        let m = hipmcl_memory(vertices.round(), degree.round(), p, gb);
+        let budget = gb * 1e9;
+        if m.input + m.output < budget {
+            proptest::prop_assert!(m.per_process <= budget * (1.0 + 1e-12), "{m:?}");
+            if m.phases > 1 {
+                let fewer = m.input + m.output + (m.asquare + m.kselect) / (m.phases - 1) as f64;
+                proptest::prop_assert!(fewer >= budget * (1.0 - 1e-12), "{m:?}");
+            }
+        } else {
+            proptest::prop_assert_eq!(m.phases, 1);
+        }
+    }
+}
+
 #[test]
 fn each_class_draws_within_its_stated_ranges() {
     for class in WorkloadClass::ALL {
