@@ -1,6 +1,6 @@
 //! Workload classes: the kinds of jobs a large shared cluster hosts, each a parameter
 //! set of the one job model (`JobSpec` with its `JobKind`, GPU count, run time, elastic
-//! range, host and GPU memory and `JobProfile`), never a code path of its own.
+//! range, host memory and `JobProfile`), never a code path of its own.
 //!
 //! `--synthetic ...,classes=llm-pretrain:2|rlhf:3|etl:5` (or `class=NAME`) draws each
 //! job's class by weight and the job's shape from that class. Every number below has
@@ -23,7 +23,7 @@
 
 use std::borrow::Cow;
 
-use cotenant_core::{CommPattern, Elastic, GpuMemory, JobKind, JobProfile, JobSpec, Layout, Span};
+use cotenant_core::{CommPattern, Elastic, JobKind, JobProfile, JobSpec, Layout, Span};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -393,9 +393,8 @@ pub struct ClassJob {
     pub secs: f64,
     pub profile: JobProfile,
     pub elastic: Option<Elastic>,
-    /// Host memory in GiB (0: none stated).
+    /// Host memory in GiB (0: none stated). No class states GPU memory (docs/workloads.md).
     pub memory_gib: u32,
-    pub gpu_memory: GpuMemory,
     /// The drawn network and HipMCL's estimate (`mcl` only).
     pub mcl: Option<(f64, f64, MclMemory)>,
 }
@@ -484,17 +483,7 @@ pub fn draw(class: WorkloadClass, rng: &mut ChaCha8Rng) -> ClassJob {
             None => (0, None),
         },
     };
-    ClassJob {
-        class,
-        kind: params.kind,
-        gpus,
-        secs,
-        profile,
-        elastic,
-        memory_gib,
-        gpu_memory: GpuMemory::default(),
-        mcl,
-    }
+    ClassJob { class, kind: params.kind, gpus, secs, profile, elastic, memory_gib, mcl }
 }
 
 /// Gives `job` (generated with Gavel's draws) the drawn class's shape; the spec's
@@ -509,7 +498,6 @@ pub(crate) fn apply(drawn: &ClassJob, job: &mut JobSpec, spec: &SyntheticSpec) {
     job.cpus = (spec.cpus_per_gpu * gpus).ceil() as u32;
     job.memory_gib = drawn.memory_gib.max((spec.memory_gib_per_gpu * gpus).floor() as u32);
     job.elastic = drawn.elastic;
-    job.gpu_memory = drawn.gpu_memory;
     job.profile = drawn.profile;
 }
 
