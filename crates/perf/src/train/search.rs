@@ -16,11 +16,14 @@ pub struct SearchLimits {
     pub max_micro_batch: u32,
     /// Largest interleaving factor v tried.
     pub max_interleave: u32,
+    /// Keep only layouts that fit the GPU's memory (false: keep all, to see what a
+    /// layout would do with memory to spare).
+    pub memory_check: bool,
 }
 
 impl Default for SearchLimits {
     fn default() -> Self {
-        SearchLimits { max_micro_batch: 8, max_interleave: 4 }
+        SearchLimits { max_micro_batch: 8, max_interleave: 4, memory_check: true }
     }
 }
 
@@ -115,7 +118,7 @@ pub fn search(
                                 continue;
                             };
                             smallest_need = smallest_need.min(plan.memory.total);
-                            if plan.memory.total <= usable {
+                            if plan.memory.total <= usable || !limits.memory_check {
                                 plans.push(plan);
                             }
                         }
