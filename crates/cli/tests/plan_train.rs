@@ -128,42 +128,10 @@ fn impossible_asks_are_clear_errors() {
         &["--model", "gpt-1t", "--gpus", "8", "--global-batch", "8"],
         "the model fits no layout: the smallest needs",
     );
-    fails_with(
-        &[
-            "--layers",
-            "2",
-            "--hidden",
-            "1024",
-            "--heads",
-            "4",
-            "--seq",
-            "1024",
-            "--vocab",
-            "1000",
-            "--gpus",
-            "16",
-            "--global-batch",
-            "3",
-        ],
-        "divides the global batch 3",
-    );
-    fails_with(
-        &[
-            "--layers",
-            "2",
-            "--heads",
-            "4",
-            "--seq",
-            "1024",
-            "--vocab",
-            "1000",
-            "--gpus",
-            "16",
-            "--global-batch",
-            "16",
-        ],
-        "--hidden: required",
-    );
+    let custom = "--layers 2 --hidden 1024 --heads 4 --seq 1024 --vocab 1000 --gpus 16 --global-batch 3";
+    fails_with(&custom.split(' ').collect::<Vec<_>>(), "divides the global batch 3");
+    let no_hidden = custom.replace("--hidden 1024 ", "").replace("batch 3", "batch 16");
+    fails_with(&no_hidden.split(' ').collect::<Vec<_>>(), "--hidden: required");
     fails_with(
         &["--model", "gpt3-175b", "--gpus", "1024", "--global-batch", "1536", "--layout", "8,8,8"],
         "--layout: t x p x d = 512 but --gpus is 1024",

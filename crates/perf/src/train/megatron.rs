@@ -47,6 +47,11 @@ impl Layout {
     pub fn gpus(&self) -> u32 {
         self.tensor * self.pipeline * self.data
     }
+
+    /// [t, p, d, b, v] as floats, for the formulas.
+    pub fn degrees(&self) -> [f64; 5] {
+        [self.tensor, self.pipeline, self.data, self.micro_batch, self.interleave].map(f64::from)
+    }
 }
 
 /// Bytes per parameter of mixed-precision Adam as Megatron keeps them: bf16 weights (2),
@@ -204,14 +209,8 @@ pub fn iteration_time(
     links: &Links,
 ) -> Result<IterationBreakdown, TrainError> {
     let micro_batches = check_layout(model, global_batch, layout)?;
-    let Layout { tensor, pipeline, data, micro_batch, interleave, recompute, zero } = *layout;
-    let (t, p, d, b, v) = (
-        f64::from(tensor),
-        f64::from(pipeline),
-        f64::from(data),
-        f64::from(micro_batch),
-        f64::from(interleave),
-    );
+    let Layout { tensor, pipeline, data, recompute, zero, .. } = *layout;
+    let [t, p, d, b, v] = layout.degrees();
     let m = f64::from(micro_batches);
     let (s, h) = (f64::from(model.seq), f64::from(model.hidden));
     let stage_layers = layers_per_stage(model, pipeline);
@@ -293,14 +292,8 @@ pub fn memory_per_gpu(
     layout: &Layout,
 ) -> Result<MemoryBreakdown, TrainError> {
     let micro_batches = check_layout(model, global_batch, layout)?;
-    let Layout { tensor, pipeline, data, micro_batch, interleave, recompute, zero } = *layout;
-    let (t, p, d, b, v) = (
-        f64::from(tensor),
-        f64::from(pipeline),
-        f64::from(data),
-        f64::from(micro_batch),
-        f64::from(interleave),
-    );
+    let Layout { tensor, pipeline, interleave, recompute, zero, .. } = *layout;
+    let [t, p, d, b, v] = layout.degrees();
     let params = stage_params_per_gpu(model, layout);
     let shard = |stage: u8| if zero >= stage { d } else { 1.0 };
     let weights = params * WEIGHT_BYTES / shard(3);
