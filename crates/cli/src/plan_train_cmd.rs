@@ -643,29 +643,34 @@ fn run_fl_hsdp(
     Ok(())
 }
 
-/// `cotenant bench --plan-train`: wall time of a 10,000-GPU `plan train` search
-/// (llama3-405b on H100, global batch 2000), median and max of `repeats` runs.
+/// `cotenant bench --plan-train`: wall time of 10,000-GPU `plan train` searches (the
+/// search alone, one thread), median and max of `repeats` runs each: llama3-405b on H100
+/// with global batch 2000, and gpt-1t on A100 with global batch 20000 (160 heads and a
+/// batch with many divisors: the most layouts of the presets).
 pub fn bench(repeats: u32) -> Result<()> {
-    let shape = preset("llama3-405b").context("preset")?;
-    let gpu = resolve_gpu("H100")?;
-    let fabric = Fabric::of(&gpu);
-    let limits = SearchLimits::default();
-    let mut times = Vec::new();
-    let mut count = 0;
-    for _ in 0..repeats.max(1) {
-        let started = Instant::now();
-        let plans =
-            search(&shape, 2000, 10_000, &gpu, &fabric, &limits).map_err(|e| anyhow::anyhow!("{e}"))?;
-        times.push(started.elapsed().as_secs_f64());
-        count = plans.len();
+    for (name, gpu, batch) in [("llama3-405b", "H100", 2000), ("gpt-1t", "A100", 20_000)] {
+        let shape = preset(name).context("preset")?;
+        let gpu = resolve_gpu(gpu)?;
+        let fabric = Fabric::of(&gpu);
+        let limits = SearchLimits::default();
+        let mut times = Vec::new();
+        let mut count = 0;
+        for _ in 0..repeats.max(1) {
+            let started = Instant::now();
+            let plans =
+                search(&shape, batch, 10_000, &gpu, &fabric, &limits).map_err(|e| anyhow::anyhow!("{e}"))?;
+            times.push(started.elapsed().as_secs_f64());
+            count = plans.len();
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "plan train search: {name}, 10,000 x {}, global batch {batch}: {count} feasible layouts; \
+             median {:.1} ms, max {:.1} ms over {} runs (one thread)",
+            gpu.name,
+            times[times.len() / 2] * 1e3,
+            times[times.len() - 1] * 1e3,
+            times.len()
+        );
     }
-    times.sort_by(f64::total_cmp);
-    println!(
-        "plan train search: llama3-405b, 10,000 x H100, global batch 2000: {count} feasible layouts; \
-         median {:.1} ms, max {:.1} ms over {} runs (one thread)",
-        times[times.len() / 2] * 1e3,
-        times[times.len() - 1] * 1e3,
-        times.len()
-    );
     Ok(())
 }

@@ -190,3 +190,22 @@ proptest! {
         }
     }
 }
+
+/// The catalog's scale-out figures: MIG only on A100, H100 and H200 (7 instances); the
+/// DGX NICs per GPU (HDR 200 Gb/s = 25 GB/s, NDR 400 Gb/s = 50 GB/s); T4 and A10 present
+/// with their datasheet figures; an 8-GPU NVLink domain except the A6000's bridged pair.
+#[test]
+fn catalog_scale_out_figures() {
+    for gpu in cotenant_perf::GPU_CATALOG {
+        let mig = matches!(gpu.name, "A100-80G" | "A100-40G" | "H100-SXM" | "H200");
+        assert_eq!(gpu.mig_instances, if mig { 7 } else { 0 }, "{}", gpu.name);
+        assert_eq!(gpu.nvlink_domain_gpus, if gpu.name == "A6000" { 2 } else { 8 }, "{}", gpu.name);
+        assert!(gpu.nic_gb_per_s > 0.0 && gpu.nic_gb_per_s < gpu.interconnect_gb_per_s, "{}", gpu.name);
+    }
+    assert_eq!(find_gpu("a100").expect("catalog").nic_gb_per_s, 25.0);
+    assert_eq!(find_gpu("h200").expect("catalog").nic_gb_per_s, 50.0);
+    let t4 = find_gpu("T4").expect("catalog");
+    assert_eq!((t4.dense_tflops, t4.memory_tb_per_s, t4.memory_gib), (65.0, 0.32, 16.0));
+    let a10 = find_gpu("a10").expect("catalog");
+    assert_eq!((a10.dense_tflops, a10.memory_tb_per_s, a10.memory_gib), (125.0, 0.6, 24.0));
+}
