@@ -155,6 +155,11 @@ pub fn check_layout(model: &TrainShape, global_batch: u32, layout: &Layout) -> R
             model.layers
         )));
     }
+    if interleave > 1 && pipeline == 1 {
+        return Err(TrainError::Layout(format!(
+            "v = {interleave} model chunks need pipeline parallelism (p > 1)"
+        )));
+    }
     if zero > 3 {
         return Err(TrainError::Layout(format!("ZeRO stage {zero} does not exist (0 to 3)")));
     }
