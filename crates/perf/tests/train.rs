@@ -162,6 +162,20 @@ proptest! {
         prop_assert!(larger <= smaller);
     }
 
+    /// A higher ZeRO stage never raises memory per GPU (it only divides model states by d).
+    #[test]
+    fn a_higher_zero_stage_never_raises_memory(t_exp in 0u32..3, d_exp in 0u32..5, recompute in 0usize..3) {
+        let model = TrainShape::gpt("g", 8, 2048, 16, 1024, 5000);
+        let recompute = [Recompute::None, Recompute::Selective, Recompute::Full][recompute];
+        let at = |zero: u8| {
+            let layout = Layout { tensor: 1 << t_exp, pipeline: 1, data: 1 << d_exp, micro_batch: 1, interleave: 1, recompute, zero };
+            memory_per_gpu(&model, 64, &layout).expect("valid").total
+        };
+        for zero in 0u8..3 {
+            prop_assert!(at(zero + 1) <= at(zero));
+        }
+    }
+
     /// Splitting a flat ring into an inner tier on a faster link never slows it.
     #[test]
     fn a_faster_inner_tier_never_slows_a_ring(inner in 2u32..9, outer in 1u32..9, bytes in 1e3f64..1e10) {
