@@ -185,9 +185,10 @@ MD
   read as what newer Megatron versions allow, not as a prediction of the 2021 number.
 - **Interleaving: +9.9% at batch 48, the paper's ~10%**, and like the paper's figure
   the gain shrinks as the batch grows (+5% at 96) and grows at small batches, where the
-  (p-1)/m bubble dominates (+31% at batch 12, larger than the paper's figure shows: we
-  charge the extra pipeline messages of interleaving only their bandwidth and latency,
-  not the scheduling overhead Megatron measured).
+  (p-1)/m bubble dominates (+31% at batch 12). We compare the headline and the trend
+  only: we did not digitize the figure point by point. Interleaving costs v times the
+  pipeline messages, which we charge at their bandwidth and latency; any scheduling
+  overhead beyond that is not modelled, so small-batch gains are likely overstated.
 - **AxoNN 80B: 61% of peak against the published 57% (+8%).** The 4D model overlaps the
   weight all-gathers, the backward all-reduces and the data-parallel all-reduce with
   computation, as AxoNN does, and the best grid puts all tensor parallelism on z (an
