@@ -123,9 +123,12 @@ the fraction of peak the matrix multiplies reach, 0.68, set on the first row bel
 reuse the same constant on purpose. "TF/s per GPU" counts recomputed FLOPs, as Megatron
 and AxoNN report; "MFU" does not, as MegaScale and Llama 3 report.
 
-Rows with `--layout` fix the published t, p, d (and b, v, recomputation where the
-paper states or implies them; the fields left out are searched); the others let the
-search choose.
+Rows with `--layout` fix the published t, p, d; the fields left out are searched, and the
+others let the search choose. For the Megatron rows we also fix b = 1, the plain 1F1B
+schedule (v = 1) and full recomputation: the paper's FLOP count assumes recomputation,
+but its Table 1 lists neither b nor v, so those two are our assumption (with v = 2 the
+calibration row would come out 5% higher and the constant 5% lower; see "Interleaved
+schedule").
 
 ## Predicted against published
 
