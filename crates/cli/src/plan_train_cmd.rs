@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use cotenant_perf::train::{
-    achievable_fraction, axonn_search, evaluate, fl_hsdp_time, preset, search, Fabric, FlHsdp, Layout, Link,
-    Plan, Recompute, SearchLimits, TrainShape, PRESET_NAMES,
+    achievable_fraction, axonn_search, evaluate, fl_hsdp_time, preset, search, Fabric, FlHsdp,
+    FlHsdpBreakdown, Layout, Link, Plan, Recompute, SearchLimits, TrainShape, PRESET_NAMES,
 };
 use cotenant_perf::{GpuSpec, GIB};
 use serde_json::{json, Value};
@@ -584,9 +584,8 @@ fn run_fl_hsdp(
         if memory.total > gpu.memory_bytes() * cotenant_perf::train::megatron::USABLE_MEMORY_FRACTION {
             continue;
         }
-        if best.as_ref().is_none_or(|(r, _): &(cotenant_perf::train::FlHsdpBreakdown, _)| {
-            result.per_step_s < r.per_step_s
-        }) {
+        let best_step_s = best.as_ref().map_or(f64::INFINITY, |(r, _): &(FlHsdpBreakdown, f64)| r.per_step_s);
+        if result.per_step_s < best_step_s {
             best = Some((result, memory.total));
         }
     }
