@@ -41,9 +41,15 @@ pub struct BenchArgs {
     /// --live: print the report as JSON.
     #[arg(long, requires = "live")]
     pub json: bool,
+    /// Instead of the simulator: time a 10,000-GPU `plan train` layout search (docs/performance.md).
+    #[arg(long)]
+    pub plan_train: bool,
 }
 
 pub fn run(mut args: BenchArgs) -> Result<()> {
+    if args.plan_train {
+        return crate::plan_train_cmd::bench(21);
+    }
     if args.decision_latency {
         return decision_latency(&args.run);
     }

@@ -10,6 +10,7 @@ mod interference;
 mod journal_trace;
 mod live_cmd;
 mod mig_args;
+mod plan_train_cmd;
 mod progress;
 mod replay_check_cmd;
 mod report_cmd;
@@ -86,6 +87,8 @@ enum Command {
 enum PlanCommand {
     /// GPUs and replicas needed to serve a request load at an SLO.
     Serve(Box<serve_cmd::PlanServeArgs>),
+    /// Parallel layouts of a training run, best first: iteration time, TFLOP/s per GPU, memory, days (docs/training.md).
+    Train(Box<plan_train_cmd::PlanTrainArgs>),
 }
 
 fn main() -> std::process::ExitCode {
@@ -101,6 +104,7 @@ fn main() -> std::process::ExitCode {
         Command::ServeSim(args) => serve_cmd::run_serve_sim(*args),
         Command::Sweep(args) => sweep::run(*args),
         Command::Plan { what: PlanCommand::Serve(args) } => serve_cmd::run_plan_serve(*args),
+        Command::Plan { what: PlanCommand::Train(args) } => plan_train_cmd::run(*args),
         Command::Analyze(args) => analyze_cmd::run(*args),
         Command::Calibrate(args) => calibrate_cmd::run(&args),
         Command::ReplayCheck(args) => replay_check_cmd::run(&args),

@@ -28,18 +28,79 @@ pub struct GpuSpec {
     /// [`GPU_CATALOG`] for the sources and [`GpuSpec::fp8_linear_tflops`] for how FP8
     /// weights run on such a GPU).
     pub fp8_tflops: f64,
+    /// Network (NIC) bandwidth per GPU across nodes, one direction, GB/s: the node's
+    /// scale-out bandwidth divided by its GPUs (see [`GPU_CATALOG`] for the reference
+    /// system of each entry).
+    pub nic_gb_per_s: f64,
+    /// GPUs that reach each other at `interconnect_gb_per_s` (the NVLink domain: an 8-GPU
+    /// node for HGX/DGX parts; the PCIe node, or an NVLink-bridged pair, otherwise).
+    pub nvlink_domain_gpus: u32,
+    /// Most MIG instances one GPU splits into (0: no MIG).
+    pub mig_instances: u32,
+    /// Architecture generation, which selects the training model's achievable fraction
+    /// of peak (`perf::train::achievable_fraction`).
+    pub generation: Generation,
 }
 
-const fn gpu(name: &'static str, tflops: f64, tb_s: f64, gib: f64, link: f64, fp8: f64) -> GpuSpec {
-    GpuSpec {
-        name,
-        dense_tflops: tflops,
-        memory_tb_per_s: tb_s,
-        memory_gib: gib,
-        interconnect_gb_per_s: link,
-        fp8_tflops: fp8,
+/// NVIDIA architecture generation of a catalog GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Generation {
+    Kepler,
+    Pascal,
+    Volta,
+    Turing,
+    Ampere,
+    Ada,
+    Hopper,
+}
+
+/// Scale-out figures of a catalog entry: NIC GB/s per GPU, NVLink domain size, MIG
+/// instances, generation.
+#[derive(Clone, Copy, Debug)]
+struct Fabric(f64, u32, u32, Generation);
+
+const fn gpu(name: &'static str, tflops: f64, tb_s: f64, gib: f64, link: f64, fp8: f64) -> PartialGpu {
+    PartialGpu { name, tflops, tb_s, gib, link, fp8 }
+}
+
+/// A catalog entry's single-GPU figures, before its scale-out figures ([`Fabric`]).
+#[derive(Clone, Copy, Debug)]
+struct PartialGpu {
+    name: &'static str,
+    tflops: f64,
+    tb_s: f64,
+    gib: f64,
+    link: f64,
+    fp8: f64,
+}
+
+impl PartialGpu {
+    const fn with(self, fabric: Fabric) -> GpuSpec {
+        let Fabric(nic, domain, mig, generation) = fabric;
+        GpuSpec {
+            name: self.name,
+            dense_tflops: self.tflops,
+            memory_tb_per_s: self.tb_s,
+            memory_gib: self.gib,
+            interconnect_gb_per_s: self.link,
+            fp8_tflops: self.fp8,
+            nic_gb_per_s: nic,
+            nvlink_domain_gpus: domain,
+            mig_instances: mig,
+            generation,
+        }
     }
 }
+
+use Generation::{Ada, Ampere, Hopper, Kepler, Pascal, Turing, Volta};
+
+/// DGX A100: eight 200 Gb/s HDR InfiniBand compute NICs for 8 GPUs (25 GB/s each).
+const DGX_A100: Fabric = Fabric(25.0, 8, 7, Ampere);
+/// DGX H100/H200: eight 400 Gb/s ConnectX-7 NICs for 8 GPUs (50 GB/s each).
+const DGX_H100: Fabric = Fabric(50.0, 8, 7, Hopper);
+/// Eight PCIe GPUs behind one 100 Gb/s NIC (AWS g4dn.metal T4, g5.48xlarge A10G,
+/// g6.48xlarge L4): 12.5 GB/s / 8 = 1.5625 GB/s per GPU.
+const PCIE_NODE_100G: f64 = 12.5 / 8.0;
 
 /// Bytes in one GiB.
 pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -87,6 +148,19 @@ impl GpuSpec {
 /// - A6000: "48 GB GDDR6" (NVIDIA RTX A6000 datasheet), 48 GiB; 154.8 dense fp16 tensor
 ///   TFLOPS, 768 GB/s, 112.5 GB/s NVLink bridge. The SJF-BSBF paper's 48 GB GPU.
 ///
+/// - T4: "16 GB GDDR6", 320 GB/s, "65 FP16 TFLOPS" mixed-precision tensor (NVIDIA T4
+///   datasheet), PCIe Gen3 x16 (16 GB/s one direction); Turing, no bf16, no FP8.
+/// - A10: "24 GB GDDR6", 600 GB/s, "BF16 Tensor Core 125 TF" dense (NVIDIA A10
+///   datasheet, 250 with sparsity), PCIe Gen4 x16 (32 GB/s one direction).
+///
+/// Scale-out figures ([`Fabric`]: NIC GB/s per GPU, NVLink domain, MIG instances): A100
+/// and H100/H200 from the DGX A100 and DGX H100 user guides (8 compute NICs per 8 GPUs,
+/// 200 Gb/s HDR and 400 Gb/s NDR; MIG up to 7 instances per the A100/H100/H200
+/// datasheets); V100 and P100 from DGX-1 (4 x 100 Gb/s EDR InfiniBand for 8 GPUs:
+/// 6.25 GB/s per GPU); K80 from AWS p2.16xlarge (8 boards, 25 Gb/s); T4, A10, L4 from AWS
+/// g4dn.metal, g5.48xlarge, g6.48xlarge (8 GPUs, 100 Gb/s); A6000 pairs over its NVLink
+/// bridge (domain 2). docs/training.md tabulates every figure with its source.
+///
 /// FP8 (the last column), dense, from the same datasheets, which print the sparse figure
 /// (twice the dense one) with an asterisk:
 /// - H100-SXM: "FP8 Tensor Core 3,958 teraFLOPS*" -> 1,979 dense, 2x its 989 bf16.
@@ -99,15 +173,17 @@ impl GpuSpec {
 ///   features/quantization/fp8; vllm-project/vllm PR #5975), so compute stays at the
 ///   bf16 peak ([`GpuSpec::fp8_linear_tflops`]).
 pub const GPU_CATALOG: &[GpuSpec] = &[
-    gpu("A100-80G", 312.0, 2.039, 80.0, 300.0, 0.0),
-    gpu("A100-40G", 312.0, 1.555, 40.0, 300.0, 0.0),
-    gpu("H100-SXM", 989.0, 3.35, 80.0, 450.0, 1979.0),
-    gpu("H200", 989.0, 4.8, 141.0, 450.0, 1979.0),
-    gpu("L4", 121.0, 0.30, 24.0, 32.0, 242.5),
-    gpu("V100", 125.0, 0.9, 32.0, 150.0, 0.0),
-    gpu("P100", 18.7, 0.732, 16.0, 80.0, 0.0),
-    gpu("K80", 8.7, 0.48, 24.0, 16.0, 0.0),
-    gpu("A6000", 154.8, 0.768, 48.0, 112.5, 0.0),
+    gpu("A100-80G", 312.0, 2.039, 80.0, 300.0, 0.0).with(DGX_A100),
+    gpu("A100-40G", 312.0, 1.555, 40.0, 300.0, 0.0).with(DGX_A100),
+    gpu("H100-SXM", 989.0, 3.35, 80.0, 450.0, 1979.0).with(DGX_H100),
+    gpu("H200", 989.0, 4.8, 141.0, 450.0, 1979.0).with(DGX_H100),
+    gpu("L4", 121.0, 0.30, 24.0, 32.0, 242.5).with(Fabric(PCIE_NODE_100G, 8, 0, Ada)),
+    gpu("V100", 125.0, 0.9, 32.0, 150.0, 0.0).with(Fabric(6.25, 8, 0, Volta)),
+    gpu("P100", 18.7, 0.732, 16.0, 80.0, 0.0).with(Fabric(6.25, 8, 0, Pascal)),
+    gpu("K80", 8.7, 0.48, 24.0, 16.0, 0.0).with(Fabric(25.0 / 8.0 / 8.0, 8, 0, Kepler)),
+    gpu("A6000", 154.8, 0.768, 48.0, 112.5, 0.0).with(Fabric(PCIE_NODE_100G, 2, 0, Ampere)),
+    gpu("T4", 65.0, 0.32, 16.0, 16.0, 0.0).with(Fabric(PCIE_NODE_100G, 8, 0, Turing)),
+    gpu("A10", 125.0, 0.6, 24.0, 32.0, 0.0).with(Fabric(PCIE_NODE_100G, 8, 0, Ampere)),
 ];
 
 /// Case-insensitive lookup that ignores `-`, `_` and spaces, and accepts the common

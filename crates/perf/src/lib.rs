@@ -14,9 +14,10 @@ pub mod roofline;
 pub mod slice_speed;
 pub mod synergy;
 pub mod throughput;
+pub mod train;
 pub mod transfer;
 
-pub use gpu::{find_gpu, GpuSpec, GIB, GPU_CATALOG};
+pub use gpu::{find_gpu, Generation, GpuSpec, GIB, GPU_CATALOG};
 pub use memory::{ActivationBatch, MemoryPlan};
 pub use model::{model_catalog, MlaShape, ModelError, ModelShape, MoeShape, Precision};
 pub use roofline::{BatchEntry, Roofline, RooflineParams, SharedCost};
