@@ -9,6 +9,7 @@
 pub mod driver;
 pub mod elastic;
 pub mod evalstop;
+pub mod faults;
 pub mod gavel_rates;
 pub mod metrics;
 pub mod mig_rates;
