@@ -17,6 +17,7 @@ pub mod rates;
 pub mod sharing;
 pub mod synergy_rates;
 pub mod usage;
+pub mod varuna_rates;
 pub mod world;
 
 pub use driver::{
