@@ -2,7 +2,7 @@
 //! AutoConfig and a simple pipeline model of our own (docs/faults.md), plus
 //! Komet-style migration of services ahead of known departures.
 //!
-//! - Morph down: an elastic job that lost GPUs (it was stopped and waits) and that
+//! - Morph down: an elastic job that lost GPUs (a node under it went down) and that
 //!   BASE does not start restarts at once on the GPUs that are free, with the
 //!   (pipeline depth P, data width D, micro-batch b) that AutoConfig picks for them
 //!   and that keeps its global batch B, instead of waiting for its lost nodes.
@@ -30,8 +30,8 @@
 use std::collections::BTreeSet;
 
 use cotenant_core::{
-    Action, ClusterView, Decision, Departure, GpuId, JobId, JobKind, JobSpec, JobState, NodeId, Policy,
-    PolicyCx, Span, Time,
+    Action, ClusterView, Decision, Departure, GpuId, JobChange, JobId, JobKind, JobSpec, JobState, NodeId,
+    Policy, PolicyCx, Span, Time,
 };
 
 /// The name form `varuna(BASE)`.
@@ -136,6 +136,13 @@ pub struct Varuna {
     lead: Span,
     /// Known departures, read from the cluster spec on the first pass.
     departures: Option<Vec<Departure>>,
+    /// Jobs a node going down stopped, until they run again (the base's own
+    /// preemptions are its business: the wrapper does not restart those).
+    lost: BTreeSet<JobId>,
+    /// Jobs the wrapper runs below their request. The base does not see them run
+    /// (policies assume a running job holds its request): it cannot preempt them,
+    /// and sees their GPUs as taken, until they are back at their request.
+    morphed: BTreeSet<JobId>,
 }
 
 impl std::fmt::Debug for Varuna {
@@ -146,7 +153,7 @@ impl std::fmt::Debug for Varuna {
 
 impl Varuna {
     pub fn new(name: &'static str, base: Box<dyn Policy>, lead: Span) -> Varuna {
-        Varuna { name, base, lead, departures: None }
+        Varuna { name, base, lead, departures: None, lost: BTreeSet::new(), morphed: BTreeSet::new() }
     }
 
     /// Nodes that are gone or leave within `lead` of `now`.
@@ -255,7 +262,26 @@ impl Policy for Varuna {
         if self.departures.is_none() {
             self.departures = Some(view.cluster.spec().departures.clone());
         }
-        let mut decision = self.base.schedule(cx, view);
+        if view.trigger.node_change {
+            // A job stopped in this very step, with nodes changing: a node under it went down.
+            for change in view.changes {
+                if let JobChange::Stopped(id) = *change {
+                    if view.job(id).phase_since == view.now {
+                        self.lost.insert(id);
+                    }
+                }
+            }
+        }
+        self.lost.retain(|id| view.pending.contains(id));
+        self.morphed.retain(|id| {
+            view.running.contains(id) && view.job(*id).gpus.len() < view.job(*id).spec.gpus as usize
+        });
+        let mut decision = if self.morphed.is_empty() {
+            self.base.schedule(cx, view)
+        } else {
+            let running: BTreeSet<JobId> = view.running.difference(&self.morphed).copied().collect();
+            self.base.schedule(cx, &view.with_running(&running))
+        };
         let mut taken: BTreeSet<GpuId> = BTreeSet::new();
         let mut touched: BTreeSet<JobId> = BTreeSet::new();
         for action in &decision.actions {
@@ -299,19 +325,22 @@ impl Policy for Varuna {
         }
         // Morph down: interrupted jobs restart at once on what is free.
         for job in view.pending_jobs() {
-            if !morphable(job) || job.preemptions == 0 || touched.contains(&job.id()) {
+            if !morphable(job) || !self.lost.contains(&job.id()) || touched.contains(&job.id()) {
                 continue;
             }
             let Some((size, _)) = morph_size(&job.spec, free.count()) else { continue };
             if let Some(gpus) = free.take(size) {
                 touched.insert(job.id());
+                if size < job.spec.gpus {
+                    self.morphed.insert(job.id());
+                }
                 decision.actions.push(Action::Start { job: job.id(), gpus });
             }
         }
-        // Morph up: jobs below their request grow when free GPUs make them faster.
+        // Morph up: jobs it runs below their request grow when free GPUs make them faster.
         for job in view.running_jobs() {
             let held = job.gpus.len() as u32;
-            if !morphable(job) || held >= job.spec.gpus || touched.contains(&job.id()) {
+            if !self.morphed.contains(&job.id()) || !morphable(job) || touched.contains(&job.id()) {
                 continue;
             }
             let model = PipelineModel::of(&job.spec);

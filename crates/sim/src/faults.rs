@@ -213,6 +213,8 @@ pub struct FaultRun {
     queue: BinaryHeap<Reverse<(Time, u64, u32, Kind)>>,
     sequence: u64,
     down: Vec<u8>,
+    /// Outages in progress per node and cause (failure, reclaim, window).
+    holds: Vec<[u32; 3]>,
     spot: Vec<bool>,
     gpus: Vec<u32>,
     fail_rng: Vec<SplitMix64>,
@@ -269,6 +271,7 @@ impl FaultRun {
             queue: BinaryHeap::new(),
             sequence: 0,
             down: vec![0; n],
+            holds: vec![[0; 3]; n],
             spot: (0..n).map(|i| i >= n - spot_count).collect(),
             gpus: spec.nodes.iter().map(|node| node.gpus).collect(),
             fail_rng: match config.failures {
@@ -378,7 +381,22 @@ impl FaultRun {
                 }
                 Kind::Back => (0, Cause::Window.bit()),
             };
-            self.down[i] = (self.down[i] | set) & !clear;
+            // Outages of one cause may overlap (two windows, scripted outages): a cause
+            // holds the node down while any of its outages lasts.
+            let slot = |bit: u8| bit.trailing_zeros() as usize;
+            if set != 0 {
+                self.holds[i][slot(set)] += 1;
+            }
+            if clear != 0 {
+                self.holds[i][slot(clear)] = self.holds[i][slot(clear)].saturating_sub(1);
+            }
+            let mut mask = 0;
+            for (k, &count) in self.holds[i].iter().enumerate() {
+                if count > 0 {
+                    mask |= 1 << k;
+                }
+            }
+            self.down[i] = mask;
             if let Some(entry) = changed.get_mut(&node) {
                 entry.1 |= set & !before;
             }

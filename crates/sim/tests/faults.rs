@@ -144,22 +144,29 @@ fn failures_are_seeded() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, .. ProptestConfig::default() })]
 
     /// Checkpoint intervals stay under LAS's 300 s quantum and MTBFs well above them
     /// (a job that can never reach a checkpoint between failures or quanta livelocks,
     /// with or without faults: that is the model, not a bug).
     ///
-    /// Under random failure and reclaim plans and any of several policies: no
+    /// Under random failure and reclaim plans, availability windows, and any of several
+    /// policies, Varuna-wrapped ones included (elastic jobs, services): no
     /// interruption loses more productive time than the job's checkpoint interval
     /// (lost work < interval x rate; none with continuous checkpoints or a notice
     /// that covers the save), and every job completes or states why.
     #[test]
     fn a_failure_never_loses_more_than_the_checkpoint_interval(
-        policy in prop::sample::select(vec!["fifo", "srtf", "las", "tiresias", "fifo-backfill"]),
+        policy in prop::sample::select(vec![
+            "fifo", "srtf", "las", "tiresias", "fifo-backfill", "varuna(fifo)", "varuna(las)", "varuna(tiresias)",
+        ]),
         nodes in 1u32..5,
         per_node in 1u32..5,
-        shape in prop::collection::vec((0u64..2000, 1u32..6, 1u64..3000, prop::option::of(1u64..250)), 1..16),
+        shape in prop::collection::vec(
+            (0u64..2000, 1u32..6, 1u64..3000, prop::option::of(1u64..250), any::<bool>(), 0u8..4),
+            1..16,
+        ),
+        windows in prop::collection::vec((0u32..4, 0u64..4000, 1u64..2000), 0..3),
         run_ckpt in 0u64..250,
         mtbf in 2_000u64..50_000,
         repair in 1u64..2000,
@@ -171,10 +178,15 @@ proptest! {
         let jobs: Vec<JobSpec> = shape
             .iter()
             .enumerate()
-            .map(|(i, &(arrival, gpus, secs, ckpt))| {
-                let mut job = JobSpec::new(i as u32, 0, Time::from_secs(arrival), gpus.min(nodes * per_node), secs as f64);
+            .map(|(i, &(arrival, gpus, secs, ckpt, elastic, kind))| {
+                let gpus = gpus.min(nodes * per_node);
+                let mut job = JobSpec::new(i as u32, 0, Time::from_secs(arrival), gpus, secs as f64);
                 job.duration_estimate = Some(Span::from_secs(secs));
                 job.profile.checkpoint_interval = ckpt.map(Span::from_secs);
+                job.elastic = elastic.then(|| cotenant_core::Elastic { min: gpus.div_ceil(2), max: gpus });
+                if kind == 0 {
+                    job.kind = cotenant_core::JobKind::Inference;
+                }
                 job
             })
             .collect();
@@ -196,7 +208,17 @@ proptest! {
             ..SimConfig::default()
         };
         let policy = build(policy, &PolicyParams::default()).unwrap();
-        let cluster = ClusterSpec::homogeneous("v100", nodes, per_node);
+        let mut cluster = ClusterSpec::homogeneous("v100", nodes, per_node);
+        cluster.departures = windows
+            .iter()
+            .filter(|w| w.0 < nodes)
+            .map(|&(node, leaves, away)| Departure {
+                node: NodeId(node),
+                leaves: Time::from_secs(leaves),
+                returns: Some(Time::from_secs(leaves + away)),
+            })
+            .collect();
+        // Every decision is valid (a violation would fail the run).
         let result = simulate(&jobs, &[TenantSpec::new("t")], cluster, policy, &ReferenceRate, &config, &mut |_| {}).unwrap();
         let summary = result.faults.unwrap();
         for hit in &summary.interruptions {
