@@ -450,6 +450,16 @@ pub fn build(name: &str, params: &PolicyParams) -> Result<Box<dyn Policy>, Polic
 /// `varuna(BASE)`: BASE wrapped in Varuna morphing and Komet-style migration
 /// (crate::varuna; option `lead`, how long before a known departure services move).
 fn build_varuna(name: &str, base: &str, params: &PolicyParams) -> Result<Box<dyn Policy>, PolicyError> {
+    if !crate::varuna::BASES.contains(&base) {
+        return Err(PolicyError::Missing {
+            policy: name.into(),
+            what: format!(
+                "a base policy that reads its running jobs from the view (jobs it morphs hold fewer GPUs than they \
+                 asked for, which policies keeping their own running lists do not expect): one of {}",
+                crate::varuna::BASES.join(", ")
+            ),
+        });
+    }
     let label = crate::evalstop::intern(name);
     let mut options = Options { policy: label, all: &params.options, used: Vec::new() };
     let lead = options.span("lead", crate::varuna::DEFAULT_LEAD)?;

@@ -36,6 +36,9 @@ use cotenant_core::{
 
 /// The name form `varuna(BASE)`.
 const PREFIX: &str = "varuna(";
+/// The policies `varuna(BASE)` may wrap: their passes read the running jobs from the
+/// view, which the wrapper gives without the jobs it runs below their request.
+pub const BASES: &[&str] = &["fifo", "fifo-backfill", "sjf", "srtf", "las"];
 /// How long before a known departure services move, when not given (option `lead`).
 pub const DEFAULT_LEAD: Span = Span(600_000_000);
 

@@ -158,7 +158,7 @@ proptest! {
     #[test]
     fn a_failure_never_loses_more_than_the_checkpoint_interval(
         policy in prop::sample::select(vec![
-            "fifo", "srtf", "las", "tiresias", "fifo-backfill", "varuna(fifo)", "varuna(las)", "varuna(tiresias)",
+            "fifo", "srtf", "las", "tiresias", "fifo-backfill", "varuna(fifo)", "varuna(las)", "varuna(srtf)", "varuna(fifo-backfill)",
         ]),
         nodes in 1u32..5,
         per_node in 1u32..5,
