@@ -663,7 +663,14 @@ pub fn parse_availability(file: &str, text: &str, spec: &ClusterSpec) -> Result<
             },
         };
         let time = |field: &str, value: &str| {
-            Span::parse(value).map(|s| Time(s.0)).map_err(|e| at(field, format!("'{value}': {e}")))
+            let span = Span::parse(value).map_err(|e| at(field, format!("'{value}': {e}")))?;
+            if span > cotenant_core::limits::MAX_RUN_SPAN {
+                return Err(at(
+                    field,
+                    format!("'{value}': more than 100 years (core::limits::MAX_RUN_SPAN)"),
+                ));
+            }
+            Ok(Time(span.0))
         };
         let leaves = time("LEAVES", fields[1])?;
         let returns = fields.get(2).map(|v| time("RETURNS", v)).transpose()?;

@@ -14,8 +14,20 @@ const OVERHEADS: Overheads =
 
 fn run(policy: &str, jobs: &[JobSpec], cluster: ClusterSpec, faults: FaultConfig) -> SimResult {
     let config = SimConfig { overheads: OVERHEADS, faults: Some(Arc::new(faults)), ..SimConfig::default() };
-    let policy = build(policy, &PolicyParams::default()).unwrap();
-    simulate(jobs, &[TenantSpec::new("t")], cluster, policy, &ReferenceRate, &config, &mut |_| {}).unwrap()
+    go(policy, &PolicyParams::default(), jobs, cluster, &ReferenceRate, &config)
+}
+
+/// One tenant's `jobs` under `policy` (built with `params`).
+fn go(
+    policy: &str,
+    params: &PolicyParams,
+    jobs: &[JobSpec],
+    cluster: ClusterSpec,
+    rates: &dyn cotenant_sim::RateModel,
+    config: &SimConfig,
+) -> SimResult {
+    let policy = build(policy, params).unwrap();
+    simulate(jobs, &[TenantSpec::new("t")], cluster, policy, rates, config, &mut |_| {}).unwrap()
 }
 
 /// One 2-GPU job of 1000 s that checkpoints every 100 s (its own interval; the run's is 0).
@@ -261,18 +273,8 @@ fn varuna_restarts_on_what_is_left_instead_of_waiting() {
         SimConfig { overheads: OVERHEADS, faults: Some(Arc::new(faults)), elastic, ..SimConfig::default() };
     let rates = VarunaRates { inner: Box::new(ReferenceRate), elastic };
     let run = |name: &str| {
-        let policy = build(name, &PolicyParams::default()).unwrap();
         let cluster = ClusterSpec::homogeneous("v100", 2, 4);
-        simulate(
-            std::slice::from_ref(&job),
-            &[TenantSpec::new("t")],
-            cluster,
-            policy,
-            &rates,
-            &config,
-            &mut |_| {},
-        )
-        .unwrap()
+        go(name, &PolicyParams::default(), std::slice::from_ref(&job), cluster, &rates, &config)
     };
     let wait = run("fifo");
     assert_eq!(wait.jobs[0].end, Some(Time::from_secs(1560)));
@@ -309,17 +311,7 @@ fn services_move_ahead_of_a_known_departure() {
                 .collect(),
             ..PolicyParams::default()
         };
-        let policy = build(name, &params).unwrap();
-        simulate(
-            std::slice::from_ref(&service),
-            &[TenantSpec::new("t")],
-            cluster.clone(),
-            policy,
-            &ReferenceRate,
-            &config,
-            &mut |_| {},
-        )
-        .unwrap()
+        go(name, &params, std::slice::from_ref(&service), cluster.clone(), &ReferenceRate, &config)
     };
     let killed = run("fifo");
     assert_eq!(killed.jobs[0].end, Some(Time::from_secs(1040)));
