@@ -74,7 +74,7 @@ fn bad_input_names_the_flag_and_the_field() {
     let late = dir.join("late.txt");
     std::fs::write(&late, "0 3h 1h\n").unwrap();
     let cases: Vec<(Vec<&str>, String)> = vec![
-        (vec!["--failures", "mtbf=abc,repair=4h"], "--failures: mtbf=abc".into()),
+        (vec!["--failures", "mtbf=abc,repair=4h"], "--failures: mtbf: 'abc' is not a duration".into()),
         (vec!["--failures", "repair=4h"], "--failures: missing key 'mtbf'".into()),
         (vec!["--failures", "mtbf=0s,repair=4h"], "--failures: mtbf=0s: must be more than zero".into()),
         (vec!["--failures", "mtbf=10h,repair=4h,seed=x"], "--failures: seed=x".into()),

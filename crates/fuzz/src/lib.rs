@@ -476,7 +476,7 @@ fn call(entry: Entry, file_name: &str, path: &Path, input: &[u8]) -> Outcome {
             }
             Entry::Availability => {
                 let text = String::from_utf8_lossy(input);
-                let cluster = cotenant_core::ClusterSpec::homogeneous("v100", 4, 8);
+                let cluster = ClusterSpec::homogeneous("v100", 4, 8);
                 let windows = cotenant_sim::faults::parse_availability(file_name, &text, &cluster)?;
                 Ok(windows
                     .iter()

@@ -550,7 +550,8 @@ fn pairs<'a>(flag: &str, text: &'a str, keys: &[&str]) -> Result<Vec<(&'a str, &
 
 /// A span for `flag`'s `key`, positive (if `positive`) and at most 100 years.
 fn span(flag: &str, key: &str, value: &str, positive: bool) -> Result<Span, String> {
-    let span = Span::parse(value).map_err(|e| format!("{flag}: {key}={value}: {e}"))?;
+    // Span::parse's message quotes the value.
+    let span = Span::parse(value).map_err(|e| format!("{flag}: {key}: {e}"))?;
     if positive && span == Span::ZERO {
         return Err(format!("{flag}: {key}={value}: must be more than zero"));
     }
@@ -663,7 +664,7 @@ pub fn parse_availability(file: &str, text: &str, spec: &ClusterSpec) -> Result<
             },
         };
         let time = |field: &str, value: &str| {
-            let span = Span::parse(value).map_err(|e| at(field, format!("'{value}': {e}")))?;
+            let span = Span::parse(value).map_err(|e| at(field, e))?;
             if span > cotenant_core::limits::MAX_RUN_SPAN {
                 return Err(at(
                     field,
