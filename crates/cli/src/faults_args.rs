@@ -13,33 +13,44 @@ use serde_json::json;
 use crate::sim_cmd::RunArgs;
 use crate::workload::Prepared;
 
-/// Sets the run's fault model and the cluster's known departures from the flags.
-pub fn setup(run: &RunArgs, prepared: &mut Prepared, config: &mut SimConfig) -> Result<()> {
+/// The run's fault model from `--failures` and `--spot` (`sim_config` sets it).
+pub fn config(run: &RunArgs) -> Result<Option<Arc<FaultConfig>>> {
+    if run.failures.is_none() && run.spot.is_none() {
+        return Ok(None);
+    }
     let mut faults = FaultConfig::default();
-    let mut any = false;
     if let Some(text) = &run.failures {
         faults.failures = Some(parse_failures(text, run.seed).map_err(|e| anyhow!(e))?);
-        any = true;
     }
     if let Some(text) = &run.spot {
         let (spot, save, prices) = parse_spot(text, run.seed).map_err(|e| anyhow!(e))?;
         faults.spot = Some(spot);
         faults.save = save;
         faults.prices = prices;
-        any = true;
     }
-    if let Some(path) = &run.availability {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow!("--availability {}: cannot read it: {e}", path.display()))?;
-        let name = path.display().to_string();
-        prepared.cluster.departures =
-            parse_availability(&name, &text, &prepared.cluster).map_err(|e| anyhow!(e))?;
-        any = true;
-    }
-    if any {
-        config.faults = Some(Arc::new(faults));
-    }
+    Ok(Some(Arc::new(faults)))
+}
+
+/// `--availability FILE`: the cluster's known departures (`cotenant sim`).
+pub fn setup(run: &RunArgs, prepared: &mut Prepared, config: &mut SimConfig) -> Result<()> {
+    let Some(path) = &run.availability else { return Ok(()) };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow!("--availability {}: cannot read it: {e}", path.display()))?;
+    let name = path.display().to_string();
+    prepared.cluster.departures =
+        parse_availability(&name, &text, &prepared.cluster).map_err(|e| anyhow!(e))?;
+    config.faults.get_or_insert_with(Default::default);
     Ok(())
+}
+
+/// Commands other than `sim` do not read `--availability`: an error says so.
+pub fn no_availability(run: &RunArgs, command: &str) -> Result<()> {
+    match &run.availability {
+        Some(path) => {
+            Err(anyhow!("--availability {}: only `cotenant sim` reads it, not `{command}`", path.display()))
+        }
+        None => Ok(()),
+    }
 }
 
 /// With a `varuna(BASE)` policy in the run, elastic jobs run at the pipeline

@@ -498,7 +498,7 @@ pub fn sim_config(run: &RunArgs) -> Result<SimConfig> {
             .map_err(|e| anyhow!("--scaling/--elastic-model: {e}"))?,
         evals: None,
         mig: None,
-        faults: None,
+        faults: crate::faults_args::config(run)?,
     })
 }
 

@@ -91,7 +91,11 @@ fn bad_input_names_the_flag_and_the_field() {
     ];
     let out = cotenant(&["sim", "--synthetic", "jobs=5", "--policy", "varuna(tiresias)"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("policy 'varuna(tiresias)' needs a base policy that reads"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("policy 'varuna(tiresias)' needs a base policy that reads"),
+        "{}",
+        stderr(&out)
+    );
     for (flags, expected) in cases {
         let out = sim(&flags);
         assert_eq!(out.status.code(), Some(1), "{flags:?}: {}", stderr(&out));
