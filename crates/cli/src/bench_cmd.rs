@@ -64,6 +64,8 @@ pub fn run(mut args: BenchArgs) -> Result<()> {
     let prepared = prepare(&args.workload)?;
     let load_secs = load_started.elapsed().as_secs_f64();
     let config = sim_config(&args.run)?;
+    crate::faults_args::no_availability(&args.run, "bench")?;
+    let rates = crate::faults_args::wrap_rates(&args.run, Box::new(ReferenceRate), &config);
     println!(
         "workload: {} ({} jobs), loaded in {load_secs:.2}s",
         prepared.workload.source,
@@ -80,7 +82,7 @@ pub fn run(mut args: BenchArgs) -> Result<()> {
     println!("| policy | wall (s) | floor (ms) | wall / floor | events | events/s | jobs/s | scheduling passes | mean JCT (h) |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for policy in build_policies(&args.run, &prepared)? {
-        let (result, wall) = run_one(&prepared, policy, &ReferenceRate, &config, &mut |_| {})?;
+        let (result, wall) = run_one(&prepared, policy, rates.as_ref(), &config, &mut |_| {})?;
         let summary = summarize(&result);
         let floor_secs = floor.secs_per_event * summary.events as f64;
         println!(

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod analyze_cmd;
 mod bench_cmd;
 mod calibrate_cmd;
+mod faults_args;
 mod interference;
 mod journal_trace;
 mod live_cmd;

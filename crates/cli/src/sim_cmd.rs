@@ -83,6 +83,18 @@ pub struct RunArgs {
     /// speech) or models (res18, gnmt, deepspeech, ...). The synergy-* policies read it.
     #[arg(long, value_name = "bundled|PATH")]
     pub synergy_matrices: Option<String>,
+    /// Node failures (docs/faults.md): `mtbf=DURATION,repair=DURATION[,seed=S]`, exponential
+    /// up-times with mean mtbf per node; a failed job keeps its last checkpoint.
+    #[arg(long, value_name = "mtbf=..,repair=..")]
+    pub failures: Option<String>,
+    /// Spot nodes (docs/faults.md): `fraction=F|nodes=N,reclaim=DURATION,notice=DURATION` and
+    /// optionally away=30m, save=30s, price ($/GPU-h, on-demand / 5), on-demand=3.06, seed=S.
+    #[arg(long, value_name = "fraction=..,reclaim=..,notice=..")]
+    pub spot: Option<String>,
+    /// Availability windows (docs/faults.md): a file of `NODE LEAVES [RETURNS]` lines; the
+    /// departures are known to policies (varuna(BASE) moves services ahead of them).
+    #[arg(long, value_name = "PATH")]
+    pub availability: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -152,7 +164,8 @@ impl std::error::Error for Unhealthy {}
 pub fn run(args: SimArgs) -> Result<()> {
     set_threads(args.threads)?;
     let mut config = sim_config(&args.run)?;
-    let prepared = prepare(&args.workload)?;
+    let mut prepared = prepare(&args.workload)?;
+    crate::faults_args::setup(&args.run, &mut prepared, &mut config)?;
     let policies = build_policies(&args.run, &prepared)?;
     if let Some(job) = args.explain {
         if job as usize >= prepared.workload.jobs.len() {
@@ -162,7 +175,7 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
     config.max_steps = args.max_steps;
     config.evals = prepared.evals.clone();
-    let rates = rate_model(&args.run, &prepared)?;
+    let rates = crate::faults_args::wrap_rates(&args.run, rate_model(&args.run, &prepared)?, &config);
     config.mig = crate::mig_args::setup(&args.run.mig, &prepared)?.map(|m| m.model);
     let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
     let outcomes: Vec<Result<(SimResult, f64)>> = policies
@@ -209,6 +222,9 @@ pub fn run(args: SimArgs) -> Result<()> {
         if !evalstop.is_empty() {
             value["evalstop"] = cotenant_report::evalstop::evalstop_json(&evalstop);
         }
+        if let Some(faults) = crate::faults_args::json(&results) {
+            value["faults"] = faults;
+        }
         serde_json::to_writer_pretty(&mut out, &value)?;
         writeln!(out)?;
         if unhealthy > 0 {
@@ -223,6 +239,9 @@ pub fn run(args: SimArgs) -> Result<()> {
         writeln!(out, "EvalStop (stops against the curves' ground truth):")?;
         writeln!(out, "{}", cotenant_report::evalstop::evalstop_table(&evalstop).render())?;
         writeln!(out, "{}\n", cotenant_report::evalstop::EVALSTOP_LEGEND)?;
+    }
+    if let Some(faults) = crate::faults_args::table(&results) {
+        writeln!(out, "{faults}\n")?;
     }
     let health = health_block(&summaries);
     if !health.is_empty() {
@@ -479,6 +498,7 @@ pub fn sim_config(run: &RunArgs) -> Result<SimConfig> {
             .map_err(|e| anyhow!("--scaling/--elastic-model: {e}"))?,
         evals: None,
         mig: None,
+        faults: crate::faults_args::config(run)?,
     })
 }
 

@@ -26,6 +26,18 @@ pub struct NodeSpec {
 pub struct ClusterSpec {
     pub gpu_types: Vec<String>,
     pub nodes: Vec<NodeSpec>,
+    /// Known departures of capacity (availability windows, sim::faults): a policy
+    /// may read them to move work off a node before it leaves. Empty: none known.
+    pub departures: Vec<Departure>,
+}
+
+/// A node that leaves the cluster at `leaves` and returns at `returns` (never, if
+/// `None`), known to policies from the start of the run (Komet-style migration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Departure {
+    pub node: NodeId,
+    pub leaves: crate::time::Time,
+    pub returns: Option<crate::time::Time>,
 }
 
 /// A cluster that cannot be built.

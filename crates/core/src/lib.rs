@@ -20,7 +20,7 @@ pub mod sharing;
 pub mod tenant;
 pub mod time;
 
-pub use cluster::{Cluster, ClusterError, ClusterSpec, NodeSpec};
+pub use cluster::{Cluster, ClusterError, ClusterSpec, Departure, NodeSpec};
 pub use elastic::{Elastic, ElasticError};
 pub use engine::{Command, Engine, EngineStats, Input, StopReason, Violation};
 pub use eval::{EvalHistory, Evaluation};

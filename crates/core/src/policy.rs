@@ -178,6 +178,14 @@ impl<'a> ClusterView<'a> {
     pub fn running_jobs(&self) -> impl Iterator<Item = &'a JobState> + '_ {
         self.running.iter().map(move |&id| self.job(id))
     }
+    /// The same view with another set of running jobs: a wrapper policy hides the
+    /// jobs it manages itself from its base (`varuna(BASE)`).
+    pub fn with_running<'b>(&self, running: &'b BTreeSet<JobId>) -> ClusterView<'b>
+    where
+        'a: 'b,
+    {
+        ClusterView { running, ..*self }
+    }
 }
 
 /// Why a job is not running now. A verdict, not an error.

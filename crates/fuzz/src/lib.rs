@@ -66,6 +66,8 @@ pub enum Entry {
     Throughputs,
     /// `cotenant_sim::sharing::parse_interference` (the GPU-sharing interference table).
     Interference,
+    /// `cotenant_sim::faults::parse_availability` (availability windows) on a 4-node cluster.
+    Availability,
     /// `cotenant report`'s inputs (saved sim and serve-sim runs, sweep results),
     /// read and, when they read, rendered into a report page.
     Results,
@@ -200,6 +202,12 @@ pub fn targets(data: &Path) -> Vec<Target> {
             seeds: with(bundled("sjf-bsbf/interference.txt"), INTERFERENCE_HAND),
         },
         Target {
+            name: "availability",
+            file_name: "availability.txt",
+            entry: Entry::Availability,
+            seeds: with(Vec::new(), AVAILABILITY_HAND),
+        },
+        Target {
             name: "results",
             file_name: "results.json",
             entry: Entry::Results,
@@ -228,6 +236,9 @@ pub fn targets(data: &Path) -> Vec<Target> {
         },
     ]
 }
+
+const AVAILABILITY_HAND: &[&str] =
+    &["# node leaves returns\n0 1h 3h\nv100-1 90m\n2 0s 10d # gone ten days\n"];
 
 const INTERFERENCE_HAND: &[&str] = &["models a b # two\naccumulation-overhead 0.05\n\
      time-slice a a 1.9\ntime-slice a b 1.3\ntime-slice b a 1.6\ntime-slice b b 1.9\n\
@@ -462,6 +473,20 @@ fn call(entry: Entry, file_name: &str, path: &Path, input: &[u8]) -> Outcome {
                 let text = String::from_utf8_lossy(input);
                 let table = cotenant_sim::sharing::parse_interference(&text, file_name)?;
                 Ok(check_interference(&table))
+            }
+            Entry::Availability => {
+                let text = String::from_utf8_lossy(input);
+                let cluster = ClusterSpec::homogeneous("v100", 4, 8);
+                let windows = cotenant_sim::faults::parse_availability(file_name, &text, &cluster)?;
+                Ok(windows
+                    .iter()
+                    .filter(|d| {
+                        d.node.index() >= 4
+                            || d.returns.is_some_and(|r| r <= d.leaves)
+                            || d.leaves.0 > cotenant_core::limits::MAX_RUN_SPAN.0
+                    })
+                    .map(|d| format!("window out of range: {d:?}"))
+                    .collect())
             }
             Entry::Throughputs => {
                 let text = String::from_utf8_lossy(input);

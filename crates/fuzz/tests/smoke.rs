@@ -16,7 +16,7 @@ fn every_target_runs_clean_for_2000_execs() {
         save_current: None,
     };
     let all = targets(&cotenant_trace::bundled_data_dir());
-    assert_eq!(all.len(), 19);
+    assert_eq!(all.len(), 20);
     let mut failures = Vec::new();
     for target in &all {
         assert!(!target.seeds.is_empty(), "{} has no seeds", target.name);

@@ -21,6 +21,7 @@ pub mod sjf_bsbf;
 pub mod srtf;
 pub mod synergy;
 pub mod tiresias;
+pub mod varuna;
 
 #[cfg(test)]
 mod test_world;

@@ -425,6 +425,9 @@ fn bad_partition(policy: &str, value: &str, problem: String) -> PolicyError {
 /// `evalstop(BASE)` wraps the policy BASE in EvalStop; BASE reads its own
 /// options as usual and the wrapper adds its own.
 pub fn build(name: &str, params: &PolicyParams) -> Result<Box<dyn Policy>, PolicyError> {
+    if let Some(base) = crate::varuna::base_name(name) {
+        return build_varuna(name, base, params);
+    }
     let wrapped = crate::evalstop::base_name(name);
     let base = wrapped.unwrap_or(name);
     let info = policies()
@@ -442,4 +445,26 @@ pub fn build(name: &str, params: &PolicyParams) -> Result<Box<dyn Policy>, Polic
     }
     options.finish()?;
     Ok(policy)
+}
+
+/// `varuna(BASE)`: BASE wrapped in Varuna morphing and Komet-style migration
+/// (crate::varuna; option `lead`, how long before a known departure services move).
+fn build_varuna(name: &str, base: &str, params: &PolicyParams) -> Result<Box<dyn Policy>, PolicyError> {
+    if !crate::varuna::BASES.contains(&base) {
+        return Err(PolicyError::Missing {
+            policy: name.into(),
+            what: format!(
+                "a base policy that reads its running jobs from the view (jobs it morphs hold fewer GPUs than they \
+                 asked for, which policies keeping their own running lists do not expect): one of {}",
+                crate::varuna::BASES.join(", ")
+            ),
+        });
+    }
+    let label = crate::evalstop::intern(name);
+    let mut options = Options { policy: label, all: &params.options, used: Vec::new() };
+    let lead = options.span("lead", crate::varuna::DEFAULT_LEAD)?;
+    let mut inner = params.clone();
+    inner.options.remove("lead");
+    let base = build(base, &inner)?;
+    Ok(Box::new(crate::varuna::Varuna::new(label, base, lead)))
 }

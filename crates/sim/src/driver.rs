@@ -7,7 +7,7 @@ use std::collections::BinaryHeap;
 use cotenant_core::limits::MAX_RUN_SPAN;
 use cotenant_core::{
     Cluster, ClusterError, ClusterSpec, Command, EndReason, Engine, EngineStats, GpuId, Input, JobId,
-    JobSpec, Phase, Policy, Span, TenantId, TenantSpec, Time, Violation, WaitReason,
+    JobSpec, Phase, Policy, Span, StopReason, TenantId, TenantSpec, Time, Violation, WaitReason,
 };
 
 use crate::elastic::ElasticModel;
@@ -41,6 +41,9 @@ pub struct SimConfig {
     pub evals: Option<std::sync::Arc<EvalCurves>>,
     /// MIG geometries by GPU type: the engine then accepts MIG actions (`None`: no MIG).
     pub mig: Option<cotenant_core::mig::MigModel>,
+    /// Node failures and spot reclaims (`crate::faults`); `None`: none. Availability
+    /// windows come from `ClusterSpec::departures`.
+    pub faults: Option<std::sync::Arc<crate::faults::FaultConfig>>,
 }
 
 impl Default for SimConfig {
@@ -56,6 +59,7 @@ impl Default for SimConfig {
             elastic: ElasticModel::default(),
             evals: None,
             mig: None,
+            faults: None,
         }
     }
 }
@@ -180,6 +184,9 @@ pub struct SimResult {
     pub early_stop: Option<EarlyStop>,
     /// Evaluations reported to the engine, in order (empty without `SimConfig::evals`).
     pub evaluations: Vec<EvalPoint>,
+    /// Failures, reclaims, departures and what they cost (with `SimConfig::faults`
+    /// or `ClusterSpec::departures`).
+    pub faults: Option<crate::faults::FaultSummary>,
 }
 
 /// The watched job's state from `at` on.
@@ -309,6 +316,8 @@ struct Run<'a> {
     /// Evaluations reported so far; jobs evaluated in this step (their next one is queued after it).
     evaluations: Vec<EvalPoint>,
     evaluated: Vec<(JobId, u32)>,
+    /// Timed node changes (`crate::faults`), while jobs remain.
+    faults: Option<crate::faults::FaultRun>,
 }
 
 impl<'a> Run<'a> {
@@ -321,7 +330,12 @@ impl<'a> Run<'a> {
         config: &'a SimConfig,
     ) -> Run<'a> {
         let mut usage = UsageTracker::new(tenants.len(), cluster.up_gpus(), config.share_window);
-        usage.start_at(jobs.first().map_or(Time::ZERO, |j| j.arrival));
+        let origin = jobs.first().map_or(Time::ZERO, |j| j.arrival);
+        usage.start_at(origin);
+        let faults = (config.faults.is_some() || !cluster.spec().departures.is_empty()).then(|| {
+            let model = config.faults.clone().unwrap_or_default();
+            crate::faults::FaultRun::new(model, cluster.spec(), origin)
+        });
         let records = jobs
             .iter()
             .map(|j| JobRecord {
@@ -356,7 +370,8 @@ impl<'a> Run<'a> {
             sequence: 0,
             stale_in_heap: 0,
             finish_queued: vec![false; jobs.len()],
-            stale: StaleTimes::default(),
+            // Node changes move the usage integrals' capacity: no stale-event skipping.
+            stale: StaleTimes { visit_all: faults.is_some(), ..StaleTimes::default() },
             inputs: Vec::new(),
             next_arrival: 0,
             wakeup_queued: None,
@@ -370,12 +385,18 @@ impl<'a> Run<'a> {
             held_gpu_parts: vec![0; jobs.len()],
             evaluations: Vec::new(),
             evaluated: Vec::new(),
+            faults,
         }
     }
 
     fn peek_time(&self) -> Option<Time> {
         let arrival = self.jobs.get(self.next_arrival).map(|j| j.arrival);
-        let event = self.heap.peek().map(|Reverse((t, _, _))| *t);
+        let mut event = self.heap.peek().map(|Reverse((t, _, _))| *t);
+        if let Some(fault) =
+            self.faults.as_ref().filter(|_| self.done < self.jobs.len()).and_then(|f| f.next_time())
+        {
+            event = Some(event.map_or(fault, |e| e.min(fault)));
+        }
         match (arrival, event) {
             (Some(a), Some(e)) => Some(a.min(e)),
             (a, e) => a.or(e),
@@ -525,6 +546,9 @@ impl<'a> Run<'a> {
                 Event::Wakeup | Event::Stale | Event::Eval { .. } => {}
             }
         }
+        if let Some(faults) = &mut self.faults {
+            faults.due(now, self.engine.cluster(), &mut inputs);
+        }
         while let Some(job) = self.jobs.get(self.next_arrival).filter(|j| j.arrival == now) {
             self.events += 1;
             self.usage.tenant_waiting[job.tenant.index()] += 1;
@@ -567,6 +591,7 @@ impl<'a> Run<'a> {
         let mig_slices = self.engine.mig().map_or(0, cotenant_core::mig::MigState::held_compute_slices);
         self.usage.free_gpu_parts = (self.engine.cluster().free_gpus() * GPU_PARTS)
             .saturating_sub(mig_slices * GPU_PARTS / u32::from(cotenant_core::mig::MIG_COMPUTE_SLICES));
+        self.usage.up_gpus = self.engine.cluster().up_gpus();
         self.queue_next_evals(now);
         self.watch(now);
         if !reports.is_empty() {
@@ -600,9 +625,14 @@ impl<'a> Run<'a> {
             Command::Resize { job, gpus, from } => self.resize(now, *job, gpus, *from),
             // The allocation lives on the engine's JobState; the Rerate that follows a change reads it.
             Command::Allocate { .. } => None,
-            Command::Stop { job, .. } => {
+            Command::Stop { job, reason } => {
                 let spec = &self.jobs[job.index()];
-                let kept = self.world[job.index()].stop(now, spec.work, &self.config.overheads);
+                let overheads = self.config.overheads.for_job(spec);
+                let world = &mut self.world[job.index()];
+                let kept = match self.faults.as_mut().filter(|_| *reason == StopReason::NodeDown) {
+                    Some(faults) => faults.stop(now, spec, world, &overheads),
+                    None => world.stop(now, spec.work, &overheads),
+                };
                 self.retire_finish(*job);
                 self.records[job.index()].preemptions += 1;
                 self.set_gpu_parts(*job);
@@ -612,7 +642,7 @@ impl<'a> Run<'a> {
             Command::End { job, reason } => {
                 let spec = &self.jobs[job.index()];
                 if self.world[job.index()].running {
-                    self.world[job.index()].stop(now, spec.work, &self.config.overheads);
+                    self.world[job.index()].stop(now, spec.work, &self.config.overheads.for_job(spec));
                     self.retire_finish(*job);
                     self.set_gpu_parts(*job);
                     self.usage.measured_capacity_gpu_us = self.usage.available_gpu_us;
@@ -804,7 +834,7 @@ impl<'a> Run<'a> {
         self.usage.advance(end);
         for (world, spec) in self.world.iter_mut().zip(self.jobs) {
             if world.running {
-                world.stop(end, spec.work, &self.config.overheads);
+                world.stop(end, spec.work, &self.config.overheads.for_job(spec));
             }
         }
         for (i, record) in self.records.iter_mut().enumerate() {
@@ -836,6 +866,8 @@ impl<'a> Run<'a> {
         if self.records.iter().any(|r| matches!(r.outcome, Outcome::Unfinished(_))) {
             self.usage.measured_capacity_gpu_us = self.usage.available_gpu_us;
         }
+        let faults_end =
+            self.records.iter().filter_map(|r| r.end).max().unwrap_or(end).max(end.min(self.now));
         Ok(SimResult {
             policy: self.engine.policy_name().to_string(),
             tenants: self.engine.tenants().to_vec(),
@@ -848,6 +880,7 @@ impl<'a> Run<'a> {
             watched: self.watched,
             early_stop: self.early_stop,
             evaluations: self.evaluations,
+            faults: self.faults.map(|f| f.summary(faults_end)),
         })
     }
 }

@@ -9,6 +9,7 @@
 pub mod driver;
 pub mod elastic;
 pub mod evalstop;
+pub mod faults;
 pub mod gavel_rates;
 pub mod metrics;
 pub mod mig_rates;
@@ -16,6 +17,7 @@ pub mod rates;
 pub mod sharing;
 pub mod synergy_rates;
 pub mod usage;
+pub mod varuna_rates;
 pub mod world;
 
 pub use driver::{

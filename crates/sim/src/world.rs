@@ -35,6 +35,17 @@ pub struct Overheads {
     pub restore_overhead: Span,
 }
 
+impl Overheads {
+    /// The overheads of `job`: its own checkpoint interval
+    /// (`JobProfile::checkpoint_interval`), when it states one, overrides the run's.
+    pub fn for_job(&self, job: &cotenant_core::JobSpec) -> Overheads {
+        Overheads {
+            checkpoint_interval: job.profile.checkpoint_interval.unwrap_or(self.checkpoint_interval),
+            ..*self
+        }
+    }
+}
+
 impl Default for Overheads {
     fn default() -> Self {
         // Suspend-resume preemption (the job checkpoints when told to stop, as
@@ -203,9 +214,22 @@ impl WorldJob {
     /// Stops the current run at `now`, keeping only checkpointed work; returns
     /// the work kept.
     pub fn stop(&mut self, now: Time, work: f64, overheads: &Overheads) -> f64 {
-        let productive = now - self.productive_from;
-        let kept_until =
-            self.productive_from + kept_productive_span(productive, overheads.checkpoint_interval);
+        let kept_until = self.last_checkpoint(now, overheads.checkpoint_interval);
+        self.stop_kept_until(now, kept_until, work)
+    }
+
+    /// When the current run last saved its progress by `now`, checkpointing every
+    /// `interval` of productive time (zero: continuously, so `now`).
+    pub fn last_checkpoint(&self, now: Time, interval: Span) -> Time {
+        let productive = now.max(self.productive_from) - self.productive_from;
+        self.productive_from + kept_productive_span(productive, interval)
+    }
+
+    /// Stops the current run at `now`, keeping the work done by `kept_until`
+    /// (clamped to the run's productive part, `[productive_from, now]`): a job
+    /// told ahead that its node goes saves then (sim::faults). Returns the work kept.
+    pub fn stop_kept_until(&mut self, now: Time, kept_until: Time, work: f64) -> f64 {
+        let kept_until = kept_until.min(now).max(self.productive_from.min(now));
         let kept = self.work_done(kept_until).min(work);
         self.close_run(now, kept_until);
         self.saved = kept;

@@ -281,7 +281,7 @@ impl SimSweep {
             bail!("internal: policy {} of {}", cell.policy, policies.len());
         }
         let policy = policies.swap_remove(cell.policy);
-        let rates = rate_model(&run, prepared)?;
+        let rates = crate::faults_args::wrap_rates(&run, rate_model(&run, prepared)?, &config);
         let (result, _wall) = run_one(prepared, policy, rates.as_ref(), &config, &mut |_| {})?;
         Ok(sim_row(&self.grid, cell, &summarize(&result)))
     }
@@ -430,6 +430,7 @@ fn run_sim(args: SimSweepArgs) -> Result<()> {
         let run = sweep.run_args(&cell);
         build_policies(&run, first).with_context(|| describe_options(&sweep.grid, &cell))?;
         sim_config(&run)?;
+        crate::faults_args::no_availability(&run, "sweep")?;
         rate_model(&run, first)?;
     }
     execute(&sweep.grid, &fixed, &exec, &|cell| sweep.run_cell(cell))
