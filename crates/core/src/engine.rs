@@ -287,6 +287,8 @@ impl Engine {
                 self.freed_by_end = false;
             }
         }
+        // Jobs whose links' load changed (crate::topology, ECMP) run at a new rate.
+        self.rerate.extend(self.cluster.take_link_changes());
         self.flush_rerates(&mut commands);
         commands
     }

@@ -15,6 +15,7 @@ pub mod mig_rates;
 pub mod rates;
 pub mod sharing;
 pub mod synergy_rates;
+pub mod topology_rates;
 pub mod usage;
 pub mod world;
 
