@@ -30,7 +30,8 @@ pub struct RunArgs {
     #[arg(long = "policy", value_delimiter = ',', default_value = DEFAULT_POLICIES, value_name = "NAMES")]
     pub policies: Vec<String>,
     /// Where jobs go: consolidated (fewest nodes), strict-consolidated (wait rather than span
-    /// more nodes than needed) or spread (one GPU per node in turn).
+    /// more nodes than needed), spread (one GPU per node in turn), or with a topology
+    /// (docs/topology.md) arnold (fewest leaves per parallel group), vclos, torus.
     #[arg(long, default_value = "consolidated", value_name = "STAGE")]
     pub placement: String,
     /// Round or quantum length for round-based policies (LAS quantum default 300s), e.g. 360s, 5m.
@@ -83,6 +84,19 @@ pub struct RunArgs {
     /// speech) or models (res18, gnmt, deepspeech, ...). The synergy-* policies read it.
     #[arg(long, value_name = "bundled|PATH")]
     pub synergy_matrices: Option<String>,
+    /// The cluster's network (docs/topology.md): a TOML file with a [topology] table, or
+    /// inline `leaf=32,spines=8,oversubscription=2,nic-gbps=400[,torus=XxYxZ][,...]`. Multi-node
+    /// jobs then run at the rate their placement's links give them (sim only).
+    #[arg(long, value_name = "FILE|KEY=VALUE,...")]
+    pub topology: Option<String>,
+    /// How flows between leaves choose spines: ecmp (hashed; flows on one uplink share it)
+    /// or vclos (isolated reserved uplinks; needs --placement vclos).
+    #[arg(long, value_name = "ecmp|vclos")]
+    pub routing: Option<String>,
+    /// Gives jobs of min-gpus+ GPUs a communication fraction and layout for the topology
+    /// model: `fraction=0.3[,tensor=8][,pipeline=4][,min-gpus=2]`.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub comm_profile: Option<String>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -152,7 +166,8 @@ impl std::error::Error for Unhealthy {}
 pub fn run(args: SimArgs) -> Result<()> {
     set_threads(args.threads)?;
     let mut config = sim_config(&args.run)?;
-    let prepared = prepare(&args.workload)?;
+    let mut prepared = prepare(&args.workload)?;
+    crate::topology_args::apply(&args.run, &mut prepared)?;
     let policies = build_policies(&args.run, &prepared)?;
     if let Some(job) = args.explain {
         if job as usize >= prepared.workload.jobs.len() {
@@ -162,7 +177,7 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
     config.max_steps = args.max_steps;
     config.evals = prepared.evals.clone();
-    let rates = rate_model(&args.run, &prepared)?;
+    let rates = crate::topology_args::wrap(&prepared, rate_model(&args.run, &prepared)?);
     config.mig = crate::mig_args::setup(&args.run.mig, &prepared)?.map(|m| m.model);
     let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
     let outcomes: Vec<Result<(SimResult, f64)>> = policies
@@ -285,7 +300,12 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
         "consolidated" => Placement::Consolidated,
         "strict-consolidated" => Placement::StrictConsolidated,
         "spread" => Placement::Spread,
-        other => bail!("unknown placement '{other}'; use consolidated, strict-consolidated or spread"),
+        "arnold" => Placement::Arnold,
+        "vclos" => Placement::Vclos,
+        "torus" => Placement::Torus,
+        other => bail!(
+            "unknown placement '{other}'; use consolidated, strict-consolidated, spread, arnold, vclos or torus"
+        ),
     };
     let mut options = BTreeMap::new();
     for option in &run.options {
