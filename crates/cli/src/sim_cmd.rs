@@ -224,6 +224,9 @@ pub fn run(args: SimArgs) -> Result<()> {
         if !evalstop.is_empty() {
             value["evalstop"] = cotenant_report::evalstop::evalstop_json(&evalstop);
         }
+        if let Some(spread) = crate::topology_args::spread_json(&results) {
+            value["topology"] = spread;
+        }
         serde_json::to_writer_pretty(&mut out, &value)?;
         writeln!(out)?;
         if unhealthy > 0 {
@@ -250,6 +253,9 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
     for note in &prepared.notes {
         writeln!(out, "note: {note}")?;
+    }
+    for line in crate::topology_args::spread_lines(&results) {
+        writeln!(out, "{line}")?;
     }
     if let Some(path) = &args.jobs_csv {
         writeln!(out, "per-job records: {}", path.display())?;

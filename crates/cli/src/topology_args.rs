@@ -111,3 +111,41 @@ fn apply_comm_profile(spec: &str, prepared: &mut Prepared) -> Result<()> {
     ));
     Ok(())
 }
+
+/// One line per run on how spread its multi-node jobs were (empty without a topology).
+pub fn spread_lines(results: &[cotenant_sim::SimResult]) -> Vec<String> {
+    results
+        .iter()
+        .filter_map(|r| {
+            r.placement_spread.as_ref().map(|s| {
+                format!(
+                    "topology: {}: {} multi-node starts, max spread (leaves per DP/PP group) mean {:.2}, max {}; DP groups alone mean {:.2}",
+                    r.policy,
+                    s.spreads.len(),
+                    s.mean(),
+                    s.max(),
+                    s.mean_data()
+                )
+            })
+        })
+        .collect()
+}
+
+/// The same as JSON, one object per run (`None` without a topology).
+pub fn spread_json(results: &[cotenant_sim::SimResult]) -> Option<serde_json::Value> {
+    let runs: Vec<serde_json::Value> = results
+        .iter()
+        .filter_map(|r| {
+            r.placement_spread.as_ref().map(|s| {
+                serde_json::json!({
+                    "policy": r.policy,
+                    "multi_node_starts": s.spreads.len(),
+                    "mean_max_spread": s.mean(),
+                    "max_spread": s.max(),
+                    "mean_max_dp_spread": s.mean_data(),
+                })
+            })
+        })
+        .collect();
+    (!runs.is_empty()).then(|| serde_json::Value::Array(runs))
+}

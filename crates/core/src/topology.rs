@@ -282,11 +282,10 @@ pub enum GroupKind {
     Pipeline,
 }
 
-/// Arnold's (2025) objective for GPUs given in rank order: the largest number of leaves
-/// any data-parallel group spans, and the same for pipeline groups, weighted equally:
-/// `max(max DP spread, max PP spread)`.
-pub fn max_spread(leaf_of: &[u32], gpus_nodes: &[NodeId], layout: Option<Layout>) -> u32 {
-    let mut worst = 0;
+/// Arnold's (2025) spread for GPUs given in rank order: the most leaves any data-parallel
+/// group spans and the most any pipeline group spans, `(max DP spread, max PP spread)`.
+pub fn group_spreads(leaf_of: &[u32], gpus_nodes: &[NodeId], layout: Option<Layout>) -> (u32, u32) {
+    let (mut dp, mut pp) = (0, 0);
     let mut seen: Vec<u32> = Vec::new();
     for_each_group(layout, gpus_nodes.len() as u32, |kind, ranks| {
         if kind == GroupKind::Tensor {
@@ -296,9 +295,19 @@ pub fn max_spread(leaf_of: &[u32], gpus_nodes: &[NodeId], layout: Option<Layout>
         seen.extend(ranks.iter().map(|&r| leaf_of[gpus_nodes[r as usize].index()]));
         seen.sort_unstable();
         seen.dedup();
-        worst = worst.max(seen.len() as u32);
+        let spread = seen.len() as u32;
+        match kind {
+            GroupKind::Data => dp = dp.max(spread),
+            _ => pp = pp.max(spread),
+        }
     });
-    worst
+    (dp, pp)
+}
+
+/// The largest spread of any data-parallel or pipeline group (the unweighted maximum).
+pub fn max_spread(leaf_of: &[u32], gpus_nodes: &[NodeId], layout: Option<Layout>) -> u32 {
+    let (dp, pp) = group_spreads(leaf_of, gpus_nodes, layout);
+    dp.max(pp)
 }
 
 /// What one job holds on the links.

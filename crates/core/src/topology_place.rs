@@ -7,7 +7,7 @@ use crate::ids::{JobId, NodeId};
 use crate::job::Layout;
 use crate::placement::Placement;
 use crate::policy::WaitReason;
-use crate::topology::{choose_spines, max_spread, vclos_need, Routing};
+use crate::topology::{choose_spines, group_spreads, vclos_need, Routing};
 
 /// vClos uplinks (leaf, spine) taken by jobs placed earlier in this pass, and jobs
 /// the pass preempts, whose reservations count as free.
@@ -132,9 +132,11 @@ fn rank_nodes(plan: &[(NodeId, u32)]) -> Vec<NodeId> {
     plan.iter().flat_map(|&(n, c)| std::iter::repeat_n(n, c as usize)).collect()
 }
 
-/// Arnold: of the fewest-leaves plan and the consolidated one, the one with the lower
-/// maximum spread of its data- and pipeline-parallel groups (ties: fewest-leaves). Each
-/// node gives a whole number of tensor groups when the layout's tensor size fits a node.
+/// Arnold: of three plans (stage-aligned: each pipeline stage's block of t x d GPUs on the
+/// best-fitting leaf that holds it; fewest leaves; consolidated), the one with the least
+/// weighted maximum spread, data-parallel groups weighing first: compared by (max DP
+/// spread, max PP spread), ties to the earlier plan. Each node gives a whole number of
+/// tensor groups when the layout's tensor size fits a node.
 fn arnold(
     scratch: &Scratch<'_>,
     nodes: &[(u32, NodeId)],
@@ -143,12 +145,8 @@ fn arnold(
     free: u32,
 ) -> Result<Vec<(NodeId, u32)>, WaitReason> {
     let per_node = scratch.cluster.max_gpus_per_node().max(1);
-    let chunk = layout
-        .map(|l| l.tensor)
-        .filter(|&t| {
-            t > 1 && t <= per_node && needed.is_multiple_of(t) && layout.is_some_and(|l| l.gpus() == needed)
-        })
-        .unwrap_or(1);
+    let layout = layout.filter(|l| l.gpus() == needed);
+    let chunk = layout.map(|l| l.tensor).filter(|&t| t > 1 && t <= per_node).unwrap_or(1);
     let mut whole: Vec<(u32, NodeId)> =
         nodes.iter().map(|&(f, n)| (f / chunk * chunk, n)).filter(|&(f, _)| f > 0).collect();
     whole.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -159,13 +157,53 @@ fn arnold(
         Some(links) => links.leaf_table().to_vec(),
         None => scratch.cluster.spec().nodes.iter().map(|n| n.rack).collect(),
     };
-    let consolidated = crate::placement::consolidate(&whole, needed);
-    let Some(compact) = fewest_leaves(scratch, &whole, needed) else { return Ok(consolidated) };
-    let spread_of = |plan: &[(NodeId, u32)]| max_spread(&leaf_table, &rank_nodes(plan), layout);
-    if spread_of(&consolidated) < spread_of(&compact) {
-        return Ok(consolidated);
+    let mut candidates: Vec<Vec<(NodeId, u32)>> = Vec::new();
+    if let Some(plan) = layout.and_then(|l| stage_aligned(scratch, &whole, l)) {
+        candidates.push(plan);
     }
-    Ok(compact)
+    if let Some(plan) = fewest_leaves(scratch, &whole, needed) {
+        candidates.push(plan);
+    }
+    candidates.push(crate::placement::consolidate(&whole, needed));
+    let score = |plan: &Vec<(NodeId, u32)>| group_spreads(&leaf_table, &rank_nodes(plan), layout);
+    let best =
+        candidates.iter().enumerate().min_by_key(|(i, plan)| (score(plan), *i)).map(|(i, _)| i).unwrap_or(0);
+    Ok(candidates.swap_remove(best))
+}
+
+/// Each pipeline stage (t x d consecutive ranks) on one leaf: stages in order, each on the
+/// best-fitting leaf (fewest free GPUs that hold it, then lowest id), filled as
+/// `consolidate` fills. `None` if a stage fits no leaf or the job has one stage.
+fn stage_aligned(
+    scratch: &Scratch<'_>,
+    nodes: &[(u32, NodeId)],
+    layout: Layout,
+) -> Option<Vec<(NodeId, u32)>> {
+    if layout.pipeline < 2 {
+        return None;
+    }
+    let block = layout.tensor * layout.data;
+    let mut leaves = by_leaf(scratch, nodes);
+    let mut plan = Vec::new();
+    for _ in 0..layout.pipeline {
+        let i = leaves
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.1 >= block)
+            .min_by_key(|(_, l)| (l.1, l.0))
+            .map(|(i, _)| i)?;
+        let stage = crate::placement::consolidate(&leaves[i].2, block);
+        for &(node, count) in &stage {
+            if let Some(entry) = leaves[i].2.iter_mut().find(|(_, n)| *n == node) {
+                entry.0 -= count;
+            }
+        }
+        leaves[i].1 -= block;
+        leaves[i].2.retain(|&(f, _)| f > 0);
+        leaves[i].2.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        plan.extend(stage);
+    }
+    Some(plan)
 }
 
 /// vClos: the best-fitting single leaf; else the fewest-leaves plan, then the
@@ -358,8 +396,31 @@ mod tests {
         assert_eq!(nodes_of(&c, &arnold), vec![4, 5]);
         let leaves: Vec<u32> = c.spec().nodes.iter().map(|n| n.rack).collect();
         let ranks = |g: &[GpuId]| g.iter().map(|&g| c.node_of(g)).collect::<Vec<_>>();
-        assert_eq!(max_spread(&leaves, &ranks(&consolidated), layout), 2);
-        assert_eq!(max_spread(&leaves, &ranks(&arnold), layout), 1);
+        assert_eq!(crate::topology::max_spread(&leaves, &ranks(&consolidated), layout), 2);
+        assert_eq!(crate::topology::max_spread(&leaves, &ranks(&arnold), layout), 1);
+    }
+
+    /// Two leaves of three 4-GPU nodes, all free; a 16-GPU job laid out (tensor 4,
+    /// pipeline 2, data 2): each stage is 8 consecutive ranks = 2 nodes. Fewest leaves and
+    /// consolidated both take nodes 0, 1, 2 (leaf 0) and 3: stage 1 = nodes 2 and 3 spans
+    /// both leaves, DP spread 2. Stage-aligned puts stage 0 on leaf 0 (nodes 0, 1; both
+    /// leaves hold 8, lowest id) and stage 1 on the best fit then, leaf 1 (12 free against
+    /// leaf 0's 4): nodes 3, 4. DP spread 1 (pipeline groups span 2 either way): Arnold
+    /// picks it.
+    #[test]
+    fn arnold_aligns_pipeline_stages_with_leaves() {
+        let c = cluster(6, 4, |n| n / 3, None);
+        let layout = Some(Layout { tensor: 4, pipeline: 2, data: 2 });
+        let mut map = FreeMap::new(&c);
+        let gpus = map.place_shaped(16, layout, Placement::Arnold, |_| true).unwrap();
+        assert_eq!(nodes_of(&c, &gpus), vec![0, 1, 3, 4]);
+        let leaves: Vec<u32> = c.spec().nodes.iter().map(|n| n.rack).collect();
+        let ranks: Vec<NodeId> = gpus.iter().map(|&g| c.node_of(g)).collect();
+        assert_eq!(group_spreads(&leaves, &ranks, layout), (1, 2));
+        let mut map = FreeMap::new(&c);
+        let consolidated = map.place_shaped(16, layout, Placement::Consolidated, |_| true).unwrap();
+        let ranks: Vec<NodeId> = consolidated.iter().map(|&g| c.node_of(g)).collect();
+        assert_eq!(group_spreads(&leaves, &ranks, layout), (2, 2));
     }
 
     /// A 4x4x1 torus of 1-GPU nodes with nodes (0,0) and (1,1) busy: the most compact

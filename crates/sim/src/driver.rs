@@ -180,6 +180,8 @@ pub struct SimResult {
     pub early_stop: Option<EarlyStop>,
     /// Evaluations reported to the engine, in order (empty without `SimConfig::evals`).
     pub evaluations: Vec<EvalPoint>,
+    /// How spread the multi-node jobs' groups were, when the cluster has a topology.
+    pub placement_spread: Option<crate::topology_rates::SpreadStats>,
 }
 
 /// The watched job's state from `at` on.
@@ -309,6 +311,8 @@ struct Run<'a> {
     /// Evaluations reported so far; jobs evaluated in this step (their next one is queued after it).
     evaluations: Vec<EvalPoint>,
     evaluated: Vec<(JobId, u32)>,
+    /// Spread of each start's groups (crate::topology_rates), when the cluster has a topology.
+    placement_spread: Option<crate::topology_rates::SpreadStats>,
 }
 
 impl<'a> Run<'a> {
@@ -341,6 +345,7 @@ impl<'a> Run<'a> {
                 scaling_overhead_gpu_us: 0,
             })
             .collect();
+        let placement_spread = cluster.links().map(|_| crate::topology_rates::SpreadStats::default());
         let mut engine = Engine::new(cluster, tenants.to_vec(), policy, config.seed);
         if let Some(model) = &config.mig {
             engine.enable_mig(model.clone());
@@ -370,6 +375,7 @@ impl<'a> Run<'a> {
             held_gpu_parts: vec![0; jobs.len()],
             evaluations: Vec::new(),
             evaluated: Vec::new(),
+            placement_spread,
         }
     }
 
@@ -640,6 +646,9 @@ impl<'a> Run<'a> {
         let world = &mut self.world[job.index()];
         let finish = world.start(now, gpus.len() as u32, rate, parts, spec.work, &self.config.overheads);
         let generation = world.generation;
+        if let Some(stats) = &mut self.placement_spread {
+            stats.record(self.engine.cluster(), spec, gpus);
+        }
         // Reported so that extrapolation is exact once the restore is over.
         let restore_secs = (world.productive_from - now).as_secs_f64();
         let report = Input::Progress { job, work_done: world.saved - rate * restore_secs, rate };
@@ -848,6 +857,7 @@ impl<'a> Run<'a> {
             watched: self.watched,
             early_stop: self.early_stop,
             evaluations: self.evaluations,
+            placement_spread: self.placement_spread,
         })
     }
 }

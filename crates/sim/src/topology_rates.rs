@@ -24,7 +24,7 @@
 //! training model, `perf::train::iteration_time`, plugs into): its rate is then the
 //! inner rate times `t(reference links) / t(actual links)`.
 
-use cotenant_core::topology::{for_each_group, GroupKind, LinkLedger};
+use cotenant_core::topology::{for_each_group, group_spreads, GroupKind, LinkLedger};
 use cotenant_core::{Cluster, GpuId, JobSpec, NodeId};
 
 use crate::rates::{Placed, RateModel};
@@ -47,6 +47,16 @@ impl GroupLinks {
     /// The slowest group of any kind.
     pub fn slowest(&self) -> f64 {
         self.tensor_gbps.min(self.pipeline_gbps).min(self.data_gbps)
+    }
+
+    /// `B_eff` of the communication fraction: the slowest data-parallel or tensor group
+    /// (the gradient all-reduce and, should a tensor group leave its NVLink domain, its
+    /// all-reduces dominate scale-out traffic; pipeline sends carry one activation per
+    /// micro-batch boundary and are left out), or the slowest pipeline or tensor group for a
+    /// job without data parallelism.
+    pub fn scale_out(&self, data_parallel: bool) -> f64 {
+        let other = if data_parallel { self.data_gbps } else { self.pipeline_gbps };
+        self.tensor_gbps.min(other)
     }
 
     /// Every group on the best links a placement can give: tensor groups on NVLink,
@@ -120,7 +130,9 @@ impl RateModel for TopologyRates {
                 }
             }
         }
-        rate * comm_factor(job.profile.comm_fraction, groups.nic_gbps, groups.slowest())
+        let data_parallel =
+            job.profile.layout.filter(|l| l.gpus() == placed.gpus.len() as u32).is_none_or(|l| l.data > 1);
+        rate * comm_factor(job.profile.comm_fraction, groups.nic_gbps, groups.scale_out(data_parallel))
     }
 }
 
@@ -175,4 +187,46 @@ fn group_bandwidth(cluster: &Cluster, links: &LinkLedger, job: &JobSpec, nodes: 
     distinct.sort_unstable();
     distinct.dedup();
     distinct.iter().map(|&n| links.node_share(job.id, n)).fold(nic, f64::min)
+}
+
+/// Arnold's measure over a run: for every start of a job on more than one node, the
+/// largest number of leaves one of its data-parallel or pipeline groups spans
+/// (`core::topology::max_spread`), in start order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SpreadStats {
+    pub spreads: Vec<u32>,
+    /// The same for data-parallel groups alone.
+    pub data_spreads: Vec<u32>,
+}
+
+impl SpreadStats {
+    pub fn record(&mut self, cluster: &Cluster, job: &JobSpec, gpus: &[GpuId]) {
+        let Some(links) = cluster.links() else { return };
+        let nodes: Vec<NodeId> = gpus.iter().map(|&g| cluster.node_of(g)).collect();
+        if nodes.iter().all(|&n| Some(&n) == nodes.first()) {
+            return;
+        }
+        let (dp, pp) = group_spreads(links.leaf_table(), &nodes, job.profile.layout);
+        self.spreads.push(dp.max(pp));
+        self.data_spreads.push(dp);
+    }
+
+    pub fn mean_data(&self) -> f64 {
+        mean(&self.data_spreads)
+    }
+
+    pub fn mean(&self) -> f64 {
+        mean(&self.spreads)
+    }
+
+    pub fn max(&self) -> u32 {
+        self.spreads.iter().copied().max().unwrap_or(0)
+    }
+}
+
+fn mean(values: &[u32]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.iter().map(|&s| f64::from(s)).sum::<f64>() / values.len() as f64
 }
