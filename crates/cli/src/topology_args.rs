@@ -147,5 +147,5 @@ pub fn spread_json(results: &[cotenant_sim::SimResult]) -> Option<serde_json::Va
             })
         })
         .collect();
-    (!runs.is_empty()).then(|| serde_json::Value::Array(runs))
+    (!runs.is_empty()).then_some(serde_json::Value::Array(runs))
 }
