@@ -29,6 +29,8 @@ for seed in "${SEEDS[@]}"; do
     spec="jobs=300,rate=$rate/h,seed=$seed,gpus=48"
     run "ecmp-$rate-$seed" "$spec" --routing ecmp --placement consolidated
     run "vclos-$rate-$seed" "$spec" --routing vclos --placement vclos
+    # Control: ECMP with a leaf-aware placement (fewest leaves first, as vClos tries).
+    run "ecmp_arnold-$rate-$seed" "$spec" --routing ecmp --placement arnold
   done
 done
 
@@ -54,7 +56,9 @@ def load(tag):
 
 def ms(values, fmt="{:.2f}"):
     mean = statistics.mean(values)
-    return (fmt + " ± " + fmt).format(mean, statistics.stdev(values)) if len(values) > 1 else fmt.format(mean)
+    if len(values) < 2:
+        return fmt.format(mean)
+    return fmt.format(mean) + " ± " + fmt.replace("+", "").format(statistics.stdev(values))
 
 lines = []
 w = lines.append
@@ -71,7 +75,9 @@ w("(1:1, 400 Gbit/s NICs and uplinks): `--topology leaf=8,spines=8,oversubscript
 w("FIFO; 300 jobs of 48 GPUs (6 nodes, so most span two leaves), Gavel's durations, half of")
 w("each step in scale-out communication (`--comm-profile fraction=0.5`),")
 w("`--synthetic jobs=300,rate=R/h,seed=S,gpus=48`. ECMP: `--routing ecmp --placement consolidated`;")
-w("vClos: `--routing vclos --placement vclos`. Seeds " + ", ".join(seeds) + "; mean ± standard deviation.")
+w("vClos: `--routing vclos --placement vclos`. A control, `ecmp_arnold`: ECMP with `--placement arnold`,")
+w("which also tries the fewest leaves first (as the vClos placement does), so that the")
+w("difference between it and vClos is the routing alone. Seeds " + ", ".join(seeds) + "; mean ± standard deviation.")
 w("*Offered load*: GPU-seconds asked for over GPU-seconds available between the first and last arrival.")
 w("*Speed while running*: work over time from start to end (1.0 = uncontended NICs).")
 w("")
@@ -79,7 +85,7 @@ w("| rate | offered load | routing | mean JCT (h) | mean queueing (h) | speed wh
 w("|---|---|---|---|---|---|---|")
 gains = {}
 for rate in rates:
-    for routing in ("ecmp", "vclos"):
+    for routing in ("ecmp", "ecmp_arnold", "vclos"):
         r = [load(f"{routing}-{rate}-{s}") for s in seeds]
         gains[(rate, routing)] = r
         w(f"| {rate}/h | {ms([x['load'] for x in r])} | {routing} | {ms([x['jct_h'] for x in r], '{:.1f}')} | "
@@ -87,16 +93,37 @@ for rate in rates:
 w("")
 w("Average JCT of vClos relative to ECMP (negative: vClos lower), per seed then averaged:")
 w("")
-w("| rate | vClos vs ECMP, mean JCT | best seed | worst seed |")
-w("|---|---|---|---|")
+w("| rate | vClos vs ECMP (consolidated) | best seed | worst seed | vClos vs ECMP (arnold) |")
+w("|---|---|---|---|---|")
+diffs = {}
 for rate in rates:
-    e, v = gains[(rate, "ecmp")], gains[(rate, "vclos")]
+    e, v, ea = gains[(rate, "ecmp")], gains[(rate, "vclos")], gains[(rate, "ecmp_arnold")]
     d = [100 * (y["jct_h"] / x["jct_h"] - 1) for x, y in zip(e, v)]
-    w(f"| {rate}/h | {ms(d, '{:+.1f}')}% | {min(d):+.1f}% | {max(d):+.1f}% |")
+    da = [100 * (y["jct_h"] / x["jct_h"] - 1) for x, y in zip(ea, v)]
+    diffs[rate] = (d, da)
+    w(f"| {rate}/h | {ms(d, '{:+.1f}')}% | {min(d):+.1f}% | {max(d):+.1f}% | {ms(da, '{:+.1f}')}% |")
 w("")
 w("## Reading")
 w("")
-w("READING_PLACEHOLDER")
+best = min(min(d) for d, _ in diffs.values())
+mean_d = [statistics.mean(d) for d, _ in diffs.values()]
+mean_da = [statistics.mean(da) for _, da in diffs.values()]
+sp_e = statistics.mean([x["speed"] for r in rates for x in gains[(r, "ecmp")]])
+sp_ea = statistics.mean([x["speed"] for r in rates for x in gains[(r, "ecmp_arnold")]])
+w(f"- **Against the paper.** vClos lowers the mean JCT by {-max(mean_d):.0f}% to {-min(mean_d):.0f}% on average over")
+w(f"  seeds at these loads (best seed {best:+.1f}%), against the paper's 'up to 67.6%' under heavy load:")
+w("  the same direction and size.")
+w(f"- **Why.** Under ECMP the jobs spanning two leaves lose throughput to hash collisions on a")
+w(f"  fabric that is non-blocking on paper: speed while running {sp_e:.3f} (consolidated) and {sp_ea:.3f}")
+w("  (leaf-aware), where vClos's reserved uplinks give every job its NIC (1.000). Under FIFO at")
+w("  this load the slower service compounds into queueing: the queueing column, not the run")
+w("  time, holds most of the gap. vClos's own cost, jobs waiting for isolated paths, stays")
+w("  below what ECMP's slower jobs cost here.")
+w(f"- **Placement's share.** With a leaf-aware placement under ECMP the gap narrows to {-max(mean_da):.0f}%-{-min(mean_da):.0f}%:")
+w("  part of vClos's gain in the first comparison is that its placement prefers one leaf.")
+w("- **Limits.** One flow per node hashed onto one uplink, equal sharing, uplinks only, and")
+w("  one gang size; the paper's fabric simulator models flows per connection and its")
+w("  workloads mix sizes. Hash collisions are the only ECMP loss here (no congestion control).")
 w("")
 open(out, "w").write("\n".join(lines))
 PY
