@@ -510,6 +510,22 @@ impl LinkLedger {
         jobs
     }
 
+    /// The least [`LinkLedger::node_share`] over `nodes` (distinct), the NIC at most.
+    pub fn least_share(&self, job: JobId, nodes: &[NodeId]) -> f64 {
+        let nic = self.topology.nic_gbps;
+        if self.jobs.get(&job).is_some_and(|l| !l.reserved.is_empty()) {
+            return nodes.iter().map(|&n| self.node_share(job, n)).fold(nic, f64::min);
+        }
+        let spines = self.topology.spines;
+        let most = nodes
+            .iter()
+            .map(|&n| self.flows[self.uplink(self.leaf_of(n), ecmp_spine(job, n, spines))].len())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        nic.min(self.uplink_gbps / most as f64)
+    }
+
     /// Cross-leaf bandwidth of `job`'s node `node`, Gbit/s: its NIC, or less when its
     /// uplink is oversubscribed or shared. ECMP: `min(NIC, uplink / flows on it)`; vClos:
     /// `min(NIC, k uplink / n)` for `k` reserved uplinks and `n` nodes of the job on the leaf.

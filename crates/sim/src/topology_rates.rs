@@ -119,6 +119,10 @@ impl RateModel for TopologyRates {
         if placed.gpus.len() < 2 || (job.profile.comm_fraction <= 0.0 && self.step_time.is_none()) {
             return rate;
         }
+        let first = placed.cluster.node_of(placed.gpus[0]);
+        if placed.gpus.iter().all(|&g| placed.cluster.node_of(g) == first) {
+            return rate;
+        }
         let groups = group_links(placed.cluster, links, job, placed.gpus);
         if let Some(model) = &self.step_time {
             let reference = GroupLinks::reference(groups.nic_gbps, groups.nvlink_gbps);
@@ -144,8 +148,14 @@ pub fn group_links(cluster: &Cluster, links: &LinkLedger, job: &JobSpec, gpus: &
     out.pipeline_gbps = f64::INFINITY;
     out.data_gbps = f64::INFINITY;
     let rank_nodes: Vec<NodeId> = gpus.iter().map(|&g| cluster.node_of(g)).collect();
+    let layout = job.profile.layout.filter(|l| l.gpus() == gpus.len() as u32);
+    if layout.is_none_or(|l| l.tensor == 1 && l.pipeline == 1) {
+        // One data-parallel group of every rank: no group enumeration.
+        out.data_gbps = group_bandwidth(cluster, links, job, &rank_nodes);
+        return out;
+    }
     let mut nodes: Vec<NodeId> = Vec::new();
-    for_each_group(job.profile.layout, gpus.len() as u32, |kind, ranks| {
+    for_each_group(layout, gpus.len() as u32, |kind, ranks| {
         nodes.clear();
         nodes.extend(ranks.iter().map(|&r| rank_nodes[r as usize]));
         let bandwidth = group_bandwidth(cluster, links, job, &nodes);
@@ -186,7 +196,7 @@ fn group_bandwidth(cluster: &Cluster, links: &LinkLedger, job: &JobSpec, nodes: 
     let mut distinct = nodes.to_vec();
     distinct.sort_unstable();
     distinct.dedup();
-    distinct.iter().map(|&n| links.node_share(job.id, n)).fold(nic, f64::min)
+    links.least_share(job.id, &distinct)
 }
 
 /// Arnold's measure over a run: for every start of a job on more than one node, the
