@@ -251,11 +251,15 @@ impl Cluster {
                 && self.owner[g.index()].is_none()
                 && self.up[self.node_of(g).index()]
         });
-        free && self.links.as_ref().is_none_or(|links| {
-            let mut nodes: Vec<NodeId> = gpus.iter().map(|&g| self.node_of(g)).collect();
-            nodes.dedup();
-            links.can_reserve(&nodes)
-        })
+        free && self
+            .links
+            .as_ref()
+            .filter(|l| l.topology.routing == crate::topology::Routing::Vclos)
+            .is_none_or(|links| {
+                let mut nodes: Vec<NodeId> = gpus.iter().map(|&g| self.node_of(g)).collect();
+                nodes.dedup();
+                links.can_reserve(&nodes)
+            })
     }
 
     /// Link loads and reservations, when the cluster has a topology.

@@ -310,6 +310,26 @@ pub fn max_spread(leaf_of: &[u32], gpus_nodes: &[NodeId], layout: Option<Layout>
     dp.max(pp)
 }
 
+/// Calls `each(node, count)` once per run of consecutive GPUs on one node.
+fn for_node_runs(gpus: &[GpuId], node_of: &impl Fn(GpuId) -> NodeId, mut each: impl FnMut(NodeId, u32)) {
+    let mut run: Option<(NodeId, u32)> = None;
+    for &g in gpus {
+        let node = node_of(g);
+        match &mut run {
+            Some((n, count)) if *n == node => *count += 1,
+            _ => {
+                if let Some((n, count)) = run.take() {
+                    each(n, count);
+                }
+                run = Some((node, 1));
+            }
+        }
+    }
+    if let Some((n, count)) = run {
+        each(n, count);
+    }
+}
+
 /// What one job holds on the links.
 #[derive(Clone, Debug, Default)]
 struct JobLinks {
@@ -427,30 +447,40 @@ impl LinkLedger {
     /// `job` took `gpus` (on `node_of`'s nodes).
     pub fn take(&mut self, job: JobId, gpus: &[GpuId], node_of: impl Fn(GpuId) -> NodeId) {
         let links = self.jobs.entry(job).or_default();
-        for &g in gpus {
-            *links.nodes.entry(node_of(g)).or_default() += 1;
-        }
+        for_node_runs(gpus, &node_of, |node, count| *links.nodes.entry(node).or_default() += count);
         self.refresh(job);
     }
 
     /// `job` gave back `gpus`.
     pub fn release(&mut self, job: JobId, gpus: &[GpuId], node_of: impl Fn(GpuId) -> NodeId) {
         if let Some(links) = self.jobs.get_mut(&job) {
-            for &g in gpus {
-                let node = node_of(g);
-                if let Some(count) = links.nodes.get_mut(&node) {
-                    *count -= 1;
-                    if *count == 0 {
+            for_node_runs(gpus, &node_of, |node, count| {
+                if let Some(held) = links.nodes.get_mut(&node) {
+                    *held = held.saturating_sub(count);
+                    if *held == 0 {
                         links.nodes.remove(&node);
                     }
                 }
-            }
+            });
         }
         self.refresh(job);
     }
 
     /// Recomputes `job`'s flows and reservation from its nodes.
     fn refresh(&mut self, job: JobId) {
+        // Fast path: a job on one leaf that held no flows or uplinks changes no link.
+        if let Some(links) = self.jobs.get(&job) {
+            let first = links.nodes.keys().next().map(|&n| self.leaf_of(n));
+            if links.flows.is_empty()
+                && links.reserved.is_empty()
+                && links.nodes.keys().all(|&n| Some(self.leaf_of(n)) == first)
+            {
+                if links.nodes.is_empty() {
+                    self.jobs.remove(&job);
+                }
+                return;
+            }
+        }
         let Some(mut links) = self.jobs.remove(&job) else { return };
         let mut changed: Vec<usize> = Vec::new();
         for u in links.flows.drain(..) {
