@@ -35,19 +35,14 @@ for placement in consolidated arnold; do
   run "big-$placement" nodes=1200,gpus-per-node=8,gpu=h100 "jobs=400,rate=3.5/h,seed=1,gpus=192" "$placement"
 done
 
-python3 - "$OUT" "$RUNS" "${SEEDS[*]}" <<'PY'
-import csv, json, os, statistics, sys
+PYTHONDONTWRITEBYTECODE=1 python3 - "$OUT" "$RUNS" "${SEEDS[*]}" <<'PY'
+import statistics, sys
+sys.path.insert(0, "scripts")
+from topology_common import ms, read_run
 out, runs, seeds = sys.argv[1], sys.argv[2], sys.argv[3].split()
 
 def load(tag):
-    summary = json.load(open(os.path.join(runs, tag + ".json")))
-    rows = list(csv.DictReader(open(os.path.join(runs, tag + ".csv"))))
-    run = summary["runs"][0]
-    topo = summary["topology"][0]
-    # Speed while running: work over time from first start to end (FIFO never preempts),
-    # 1.0 = the reference (every group on uncontended NICs or inside a node).
-    speeds = [float(r["work"]) / (float(r["end_s"]) - float(r["first_start_s"]))
-              for r in rows if r["first_start_s"] and r["end_s"] and float(r["end_s"]) > float(r["first_start_s"])]
+    run, topo, speeds, _ = read_run(runs, tag)
     return {
         "spread": topo["mean_max_spread"],
         "dp_spread": topo["mean_max_dp_spread"],
@@ -56,12 +51,6 @@ def load(tag):
         "makespan_h": run["makespan_secs"] / 3600,
         "speed": statistics.mean(speeds),
     }
-
-def ms(values, fmt="{:.2f}"):
-    mean = statistics.mean(values)
-    if len(values) < 2:
-        return fmt.format(mean)
-    return fmt.format(mean) + " ± " + fmt.replace("+", "").format(statistics.stdev(values))
 
 lines = []
 w = lines.append

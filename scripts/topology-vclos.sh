@@ -34,16 +34,14 @@ for seed in "${SEEDS[@]}"; do
   done
 done
 
-python3 - "$OUT" "$RUNS" "${SEEDS[*]}" "${RATES[*]}" <<'PY'
-import csv, json, os, statistics, sys
+PYTHONDONTWRITEBYTECODE=1 python3 - "$OUT" "$RUNS" "${SEEDS[*]}" "${RATES[*]}" <<'PY'
+import statistics, sys
+sys.path.insert(0, "scripts")
+from topology_common import ms, read_run
 out, runs, seeds, rates = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split()
 
 def load(tag):
-    summary = json.load(open(os.path.join(runs, tag + ".json")))
-    rows = list(csv.DictReader(open(os.path.join(runs, tag + ".csv"))))
-    run = summary["runs"][0]
-    speeds = [float(r["work"]) / (float(r["end_s"]) - float(r["first_start_s"]))
-              for r in rows if r["first_start_s"] and r["end_s"] and float(r["end_s"]) > float(r["first_start_s"])]
+    run, topo, speeds, rows = read_run(runs, tag)
     arrivals = [float(r["arrival_s"]) for r in rows]
     demand = sum(float(r["gpus"]) * float(r["work"]) for r in rows)
     return {
@@ -51,14 +49,8 @@ def load(tag):
         "queue_h": run["queueing_secs"]["mean"] / 3600,
         "speed": statistics.mean(speeds),
         "load": demand / (512 * (max(arrivals) - min(arrivals))),
-        "spread": summary["topology"][0]["mean_max_spread"],
+        "spread": topo["mean_max_spread"],
     }
-
-def ms(values, fmt="{:.2f}"):
-    mean = statistics.mean(values)
-    if len(values) < 2:
-        return fmt.format(mean)
-    return fmt.format(mean) + " ± " + fmt.replace("+", "").format(statistics.stdev(values))
 
 lines = []
 w = lines.append

@@ -18,6 +18,11 @@ fn cluster(nodes: u32, leaves: u32, topology: Topology) -> ClusterSpec {
     spec
 }
 
+/// One spine, 100 Gbit/s NICs and uplinks.
+fn one_spine(routing: Routing) -> Topology {
+    Topology { spines: 1, nic_gbps: 100.0, uplink_gbps: Some(100.0), routing, ..Topology::default() }
+}
+
 /// Jobs `(gpus, work, comm fraction)` all arriving at 0.
 fn jobs(shape: &[(u32, f64, f64)]) -> Vec<JobSpec> {
     shape
@@ -67,7 +72,7 @@ fn ends(result: &SimResult) -> Vec<f64> {
 /// finishes its other 50 at 125 s.
 #[test]
 fn ecmp_collision_halves_the_shared_uplink() {
-    let topology = Topology { spines: 1, nic_gbps: 100.0, uplink_gbps: Some(100.0), ..Topology::default() };
+    let topology = one_spine(Routing::Ecmp);
     let rates = TopologyRates::new(Box::new(ReferenceRate));
     let result = run(
         cluster(4, 2, topology),
@@ -91,13 +96,7 @@ fn ecmp_collision_halves_the_shared_uplink() {
 /// at 150 s. B (2 GPUs) gets leaf 2 (nodes 2 and 5) to itself: rate 1, ends at 50 s.
 #[test]
 fn vclos_isolates_and_queues() {
-    let topology = Topology {
-        spines: 1,
-        nic_gbps: 100.0,
-        uplink_gbps: Some(100.0),
-        routing: Routing::Vclos,
-        ..Topology::default()
-    };
+    let topology = one_spine(Routing::Vclos);
     let rates = TopologyRates::new(Box::new(ReferenceRate));
     let shape = [(2, 100.0, 0.5), (2, 50.0, 0.5)];
     let result = run(cluster(4, 2, topology.clone()), &jobs(&shape), Placement::Vclos, &rates);
@@ -119,13 +118,7 @@ fn vclos_isolates_and_queues() {
 /// then is placed like A was (rate 1/2) and ends at 200 + 100 = 300 s.
 #[test]
 fn vclos_queues_a_job_without_isolated_paths() {
-    let topology = Topology {
-        spines: 1,
-        nic_gbps: 100.0,
-        uplink_gbps: Some(100.0),
-        routing: Routing::Vclos,
-        ..Topology::default()
-    };
+    let topology = one_spine(Routing::Vclos);
     let rates = TopologyRates::new(Box::new(ReferenceRate));
     let result =
         run(cluster(9, 3, topology), &jobs(&[(4, 100.0, 0.5), (4, 50.0, 0.5)]), Placement::Vclos, &rates);
