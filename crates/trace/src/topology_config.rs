@@ -235,6 +235,28 @@ mod tests {
     }
 
     #[test]
+    fn cluster_toml_takes_a_topology_table() {
+        let text = "[[nodes]]\ncount = 8\ngpu = \"h100\"\ngpus = 8\n\n[topology]\nleaf = 4\nspines = 2\n";
+        let config = crate::cluster_config::parse_cluster_toml(text, "c.toml").unwrap();
+        let topology = config.cluster.topology.expect("a topology");
+        assert_eq!(topology.spines, 2);
+        assert_eq!(
+            config.cluster.nodes.iter().map(|n| n.rack).collect::<Vec<_>>(),
+            vec![0, 0, 0, 0, 1, 1, 1, 1]
+        );
+        let err =
+            crate::cluster_config::parse_cluster_toml(&text.replace("spines = 2", "spines = 0"), "c.toml")
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("c.toml [topology]") && err.contains("spines"), "{err}");
+        let err =
+            crate::cluster_config::parse_cluster_toml(&text.replace("spines = 2", "spine = 2"), "c.toml")
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("c.toml") && err.contains("spine"), "{err}");
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let err = parse_topology_inline("spines=0").unwrap_err().to_string();
         assert!(err.contains("spines"), "{err}");
