@@ -30,7 +30,8 @@ pub struct RunArgs {
     #[arg(long = "policy", value_delimiter = ',', default_value = DEFAULT_POLICIES, value_name = "NAMES")]
     pub policies: Vec<String>,
     /// Where jobs go: consolidated (fewest nodes), strict-consolidated (wait rather than span
-    /// more nodes than needed) or spread (one GPU per node in turn).
+    /// more nodes than needed), spread (one GPU per node in turn), or with a topology
+    /// (docs/topology.md) arnold (fewest leaves per parallel group), vclos, torus.
     #[arg(long, default_value = "consolidated", value_name = "STAGE")]
     pub placement: String,
     /// Round or quantum length for round-based policies (LAS quantum default 300s), e.g. 360s, 5m.
@@ -95,6 +96,19 @@ pub struct RunArgs {
     /// departures are known to policies (varuna(BASE) moves services ahead of them).
     #[arg(long, value_name = "PATH")]
     pub availability: Option<PathBuf>,
+    /// The cluster's network (docs/topology.md): a TOML file with a [topology] table, or
+    /// inline `leaf=32,spines=8,oversubscription=2,nic-gbps=400[,torus=XxYxZ][,...]`. Multi-node
+    /// jobs then run at the rate their placement's links give them (sim only).
+    #[arg(long, value_name = "FILE|KEY=VALUE,...")]
+    pub topology: Option<String>,
+    /// How flows between leaves choose spines: ecmp (hashed; flows on one uplink share it)
+    /// or vclos (isolated reserved uplinks; needs --placement vclos).
+    #[arg(long, value_name = "ecmp|vclos")]
+    pub routing: Option<String>,
+    /// Gives jobs of min-gpus+ GPUs a communication fraction and layout for the topology
+    /// model: `fraction=0.3[,tensor=8][,pipeline=4][,min-gpus=2]`.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub comm_profile: Option<String>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -166,6 +180,7 @@ pub fn run(args: SimArgs) -> Result<()> {
     let mut config = sim_config(&args.run)?;
     let mut prepared = prepare(&args.workload)?;
     crate::faults_args::setup(&args.run, &mut prepared, &mut config)?;
+    crate::topology_args::apply(&args.run, &mut prepared)?;
     let policies = build_policies(&args.run, &prepared)?;
     if let Some(job) = args.explain {
         if job as usize >= prepared.workload.jobs.len() {
@@ -176,6 +191,7 @@ pub fn run(args: SimArgs) -> Result<()> {
     config.max_steps = args.max_steps;
     config.evals = prepared.evals.clone();
     let rates = crate::faults_args::wrap_rates(&args.run, rate_model(&args.run, &prepared)?, &config);
+    let rates = crate::topology_args::wrap(&prepared, rates);
     config.mig = crate::mig_args::setup(&args.run.mig, &prepared)?.map(|m| m.model);
     let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
     let outcomes: Vec<Result<(SimResult, f64)>> = policies
@@ -225,6 +241,9 @@ pub fn run(args: SimArgs) -> Result<()> {
         if let Some(faults) = crate::faults_args::json(&results) {
             value["faults"] = faults;
         }
+        if let Some(spread) = crate::topology_args::spread_json(&results) {
+            value["topology"] = spread;
+        }
         serde_json::to_writer_pretty(&mut out, &value)?;
         writeln!(out)?;
         if unhealthy > 0 {
@@ -254,6 +273,9 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
     for note in &prepared.notes {
         writeln!(out, "note: {note}")?;
+    }
+    for line in crate::topology_args::spread_lines(&results) {
+        writeln!(out, "{line}")?;
     }
     if let Some(path) = &args.jobs_csv {
         writeln!(out, "per-job records: {}", path.display())?;
@@ -304,7 +326,12 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
         "consolidated" => Placement::Consolidated,
         "strict-consolidated" => Placement::StrictConsolidated,
         "spread" => Placement::Spread,
-        other => bail!("unknown placement '{other}'; use consolidated, strict-consolidated or spread"),
+        "arnold" => Placement::Arnold,
+        "vclos" => Placement::Vclos,
+        "torus" => Placement::Torus,
+        other => bail!(
+            "unknown placement '{other}'; use consolidated, strict-consolidated, spread, arnold, vclos or torus"
+        ),
     };
     let mut options = BTreeMap::new();
     for option in &run.options {

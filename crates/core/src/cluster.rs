@@ -3,6 +3,7 @@
 use crate::host::{HostAlloc, HostLedger};
 use crate::ids::{GpuId, GpuTypeId, JobId, NodeId};
 use crate::placement::FreeIndex;
+use crate::topology::{LinkLedger, Topology, TopologyError};
 
 /// Most GPUs one node may hold; free GPUs of a node are a 64-bit mask.
 pub use crate::limits::MAX_GPUS_PER_NODE;
@@ -29,6 +30,8 @@ pub struct ClusterSpec {
     /// Known departures of capacity (availability windows, sim::faults): a policy
     /// may read them to move work off a node before it leaves. Empty: none known.
     pub departures: Vec<Departure>,
+    /// The network (crate::topology, docs/topology.md); `None`: not modelled.
+    pub topology: Option<Topology>,
 }
 
 /// A node that leaves the cluster at `leaves` and returns at `returns` (never, if
@@ -49,6 +52,8 @@ pub enum ClusterError {
     TooManyGpusPerNode { node: String, gpus: u32 },
     #[error("node {node} names GPU type #{gpu_type}, but only {known} types are declared")]
     UnknownGpuType { node: String, gpu_type: u32, known: usize },
+    #[error("topology {0}")]
+    Topology(TopologyError),
 }
 
 impl ClusterSpec {
@@ -114,6 +119,9 @@ impl ClusterSpec {
         if self.total_gpus() == 0 {
             return Err(ClusterError::NoGpus);
         }
+        if let Some(topology) = &self.topology {
+            topology.validate(self).map_err(ClusterError::Topology)?;
+        }
         Ok(())
     }
 }
@@ -140,6 +148,8 @@ pub struct Cluster {
     max_gpus_per_node: u32,
     /// Free CPUs and memory per node (crate::host).
     host: HostLedger,
+    /// Link loads and reservations when the spec has a topology (crate::topology).
+    links: Option<Box<LinkLedger>>,
 }
 
 impl Cluster {
@@ -155,6 +165,7 @@ impl Cluster {
         }
         let total = gpu_node.len() as u32;
         let max_gpus_per_node = spec.nodes.iter().map(|n| n.gpus).max().unwrap_or(0);
+        let spec_links = spec.topology.clone().map(|t| Box::new(LinkLedger::new(&spec, t)));
         let host_capacity =
             spec.nodes.iter().map(|n| HostAlloc { cpus: n.cpus, memory_gib: n.memory_gib }).collect();
         Ok(Cluster {
@@ -169,6 +180,7 @@ impl Cluster {
             gpu_node,
             free_mask,
             up_gpus: total,
+            links: spec_links,
         })
     }
 
@@ -240,16 +252,36 @@ impl Cluster {
         self.spec.nodes.iter().filter(|n| n.gpu_type == gpu_type).map(|n| n.gpus).sum()
     }
 
-    /// True if every GPU exists, is free, sits on a node that is up, and none repeats.
+    /// True if every GPU exists, is free, sits on a node that is up, and none repeats;
+    /// under vClos routing, also if the job's isolated uplinks are free.
     pub fn can_take(&self, gpus: &[GpuId]) -> bool {
         if has_repeats(gpus) {
             return false;
         }
-        gpus.iter().all(|&g| {
+        let free = gpus.iter().all(|&g| {
             g.index() < self.owner.len()
                 && self.owner[g.index()].is_none()
                 && self.up[self.node_of(g).index()]
-        })
+        });
+        free && self
+            .links
+            .as_ref()
+            .filter(|l| l.topology.routing == crate::topology::Routing::Vclos)
+            .is_none_or(|links| {
+                let mut nodes: Vec<NodeId> = gpus.iter().map(|&g| self.node_of(g)).collect();
+                nodes.dedup();
+                links.can_reserve(&nodes)
+            })
+    }
+
+    /// Link loads and reservations, when the cluster has a topology.
+    pub fn links(&self) -> Option<&LinkLedger> {
+        self.links.as_deref()
+    }
+
+    /// Jobs whose shared links changed load since the last call (crate::topology).
+    pub(crate) fn take_link_changes(&mut self) -> Vec<JobId> {
+        self.links.as_mut().map(|l| l.take_touched()).unwrap_or_default()
     }
 
     /// True if `partner` alone holds every one of `gpus`, so a second job may share them.
@@ -288,6 +320,10 @@ impl Cluster {
             self.free_mask[node.index()] &= !(1u64 << self.slot_of(g));
         }
         self.sync_nodes_of(gpus);
+        if let Some(mut links) = self.links.take() {
+            links.take(job, gpus, |g| self.node_of(g));
+            self.links = Some(links);
+        }
     }
 
     /// Returns `gpus` held by `job`; a GPU becomes free once neither owner holds it.
@@ -307,6 +343,10 @@ impl Cluster {
             self.free_mask[node.index()] |= 1u64 << self.slot_of(g);
         }
         self.sync_nodes_of(gpus);
+        if let Some(mut links) = self.links.take() {
+            links.release(job, gpus, |g| self.node_of(g));
+            self.links = Some(links);
+        }
     }
 
     pub(crate) fn set_up(&mut self, node: NodeId, up: bool) {

@@ -287,6 +287,16 @@ impl Engine {
                 self.freed_by_end = false;
             }
         }
+        // Jobs whose links' load changed (crate::topology, ECMP) run at a new rate: those
+        // whose speed can depend on links (a communication fraction or a layout).
+        for job in self.cluster.take_link_changes() {
+            if self
+                .job(job)
+                .is_some_and(|s| s.spec.profile.comm_fraction > 0.0 || s.spec.profile.layout.is_some())
+            {
+                self.rerate.push(job);
+            }
+        }
         self.flush_rerates(&mut commands);
         commands
     }

@@ -19,6 +19,8 @@ pub mod policy;
 pub mod sharing;
 pub mod tenant;
 pub mod time;
+pub mod topology;
+mod topology_place;
 
 pub use cluster::{Cluster, ClusterError, ClusterSpec, Departure, NodeSpec};
 pub use elastic::{Elastic, ElasticError};

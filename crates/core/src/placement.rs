@@ -22,6 +22,15 @@ pub enum Placement {
     StrictConsolidated,
     /// One GPU per node in turn, nodes with the most free GPUs first.
     Spread,
+    /// Arnold (2025): the nodes whose leaves keep the job's data- and pipeline-parallel
+    /// groups on the fewest leaves (least weighted maximum spread), tensor groups inside
+    /// a node (crate::topology_place).
+    Arnold,
+    /// vClos (2023): a placement within one leaf, or across leaves with isolated uplinks
+    /// to common spines free; otherwise the job waits (`NoIsolatedPaths`).
+    Vclos,
+    /// A compact sub-box of a 3D torus (APEnet+); waits (`Fragmented`) when none is free.
+    Torus,
 }
 
 impl Placement {
@@ -30,6 +39,9 @@ impl Placement {
             Placement::Consolidated => "consolidated",
             Placement::StrictConsolidated => "strict-consolidated",
             Placement::Spread => "spread",
+            Placement::Arnold => "arnold",
+            Placement::Vclos => "vclos",
+            Placement::Torus => "torus",
         }
     }
 }
@@ -181,11 +193,14 @@ pub struct FreeMap<'a> {
     cluster: &'a Cluster,
     /// The cluster's index, copied (O(nodes) bytes, no scan) on the first change.
     index: Cow<'a, FreeIndex>,
+    /// vClos uplinks reserved in this pass beyond the cluster's (leaf, spine); and
+    /// those of jobs given back (crate::topology_place).
+    reserved: crate::topology_place::PassReservations,
 }
 
 impl<'a> FreeMap<'a> {
     pub fn new(cluster: &'a Cluster) -> FreeMap<'a> {
-        FreeMap { cluster, index: Cow::Borrowed(cluster.free_index()) }
+        FreeMap { cluster, index: Cow::Borrowed(cluster.free_index()), reserved: Default::default() }
     }
 
     pub fn free(&self) -> u32 {
@@ -195,8 +210,11 @@ impl<'a> FreeMap<'a> {
         self.index.mask(node).count_ones()
     }
 
-    /// Marks GPUs of a job this pass preempts as free again.
+    /// Marks GPUs of a job this pass preempts as free again (and, under vClos, its uplinks).
     pub fn give_back(&mut self, gpus: &[GpuId]) {
+        if let Some(owner) = gpus.first().and_then(|&g| self.cluster.owner(g)) {
+            self.reserved.give_back(self.cluster, owner);
+        }
         for &g in gpus {
             let node = self.cluster.node_of(g);
             if !self.cluster.is_up(node) {
@@ -217,6 +235,18 @@ impl<'a> FreeMap<'a> {
     pub fn place(
         &mut self,
         needed: u32,
+        how: Placement,
+        usable: impl Fn(NodeId) -> bool,
+    ) -> Result<Vec<GpuId>, WaitReason> {
+        self.place_shaped(needed, None, how, usable)
+    }
+
+    /// [`FreeMap::place`] for a job with a parallel layout, which the topology-aware
+    /// placements (Arnold) read; the others ignore it.
+    pub fn place_shaped(
+        &mut self,
+        needed: u32,
+        layout: Option<crate::job::Layout>,
         how: Placement,
         usable: impl Fn(NodeId) -> bool,
     ) -> Result<Vec<GpuId>, WaitReason> {
@@ -247,6 +277,15 @@ impl<'a> FreeMap<'a> {
         let plan = match how {
             Placement::Consolidated | Placement::StrictConsolidated => consolidate(&nodes, needed),
             Placement::Spread => spread(&nodes, needed),
+            Placement::Arnold | Placement::Vclos | Placement::Torus => {
+                let scratch =
+                    crate::topology_place::Scratch { cluster: self.cluster, reserved: &self.reserved };
+                let plan = crate::topology_place::plan(&scratch, &nodes, needed, layout, how, free)?;
+                if how == Placement::Vclos {
+                    self.reserve(&plan);
+                }
+                plan
+            }
         };
         if how == Placement::StrictConsolidated {
             let per_node = self.cluster.max_gpus_per_node().max(1);
@@ -255,6 +294,12 @@ impl<'a> FreeMap<'a> {
             }
         }
         Ok(self.take_plan(&plan))
+    }
+
+    /// Records the vClos uplinks a plan across leaves takes in this pass.
+    fn reserve(&mut self, plan: &[(NodeId, u32)]) {
+        let cluster = self.cluster;
+        self.reserved.reserve(cluster, plan);
     }
 
     fn take_plan(&mut self, plan: &[(NodeId, u32)]) -> Vec<GpuId> {
@@ -275,7 +320,7 @@ impl<'a> FreeMap<'a> {
 /// Best fit in one node if possible; otherwise fill from the emptiest nodes
 /// (most free) and finish with a best fit for the remainder. `nodes` come most
 /// free first, ties by id.
-fn consolidate(nodes: &[(u32, NodeId)], needed: u32) -> Vec<(NodeId, u32)> {
+pub(crate) fn consolidate(nodes: &[(u32, NodeId)], needed: u32) -> Vec<(NodeId, u32)> {
     let mut plan = Vec::new();
     let mut left = needed;
     let mut rest = nodes;
@@ -408,6 +453,7 @@ mod tests {
         let plan = match how {
             Placement::Consolidated | Placement::StrictConsolidated => consolidate(&nodes, needed),
             Placement::Spread => spread(&nodes, needed),
+            Placement::Arnold | Placement::Vclos | Placement::Torus => unreachable!("not drawn in this test"),
         };
         let per_node = c.spec().nodes.iter().map(|n| n.gpus).max().unwrap_or(0).max(1);
         if how == Placement::StrictConsolidated && plan.len() as u32 > needed.div_ceil(per_node) {

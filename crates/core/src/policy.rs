@@ -212,6 +212,9 @@ pub enum WaitReason {
     /// Its GPUs would be free, but not the CPUs or memory it needs beside them
     /// (policies that model host resources).
     NoHostResources,
+    /// vClos (crate::topology): enough free GPUs, but no placement whose leaves have
+    /// `uplinks` free uplinks to common spines.
+    NoIsolatedPaths { needed: u32, uplinks: u32 },
 }
 
 impl std::fmt::Display for WaitReason {
@@ -232,6 +235,9 @@ impl std::fmt::Display for WaitReason {
             WaitReason::NoUsableGpuType => write!(f, "no usable GPU type"),
             WaitReason::NoHostResources => {
                 write!(f, "GPUs free, but not the CPUs or memory it needs beside them")
+            }
+            WaitReason::NoIsolatedPaths { needed, uplinks } => {
+                write!(f, "vClos: no {needed}-GPU placement with {uplinks} free uplinks to common spines")
             }
         }
     }

@@ -94,7 +94,8 @@ impl<'v> StartPass<'v> {
             self.decision.waiting.push((id, WaitReason::NoFreeGpus { needed: gpus, free }));
             return Attempt::Misfit;
         }
-        match self.free.place(gpus, self.placement, |_| true) {
+        let layout = self.view.job(id).spec.profile.layout;
+        match self.free.place_shaped(gpus, layout, self.placement, |_| true) {
             Ok(chosen) => {
                 self.ledger.add(self.view, id, gpus);
                 self.decision.actions.push(Action::Start { job: id, gpus: chosen });
@@ -253,7 +254,8 @@ fn contest<K: Ord + Copy>(
         }
     }
     for id in to_start {
-        match free.place(view.job(id).spec.gpus, placement, |_| true) {
+        let spec = &view.job(id).spec;
+        match free.place_shaped(spec.gpus, spec.profile.layout, placement, |_| true) {
             Ok(gpus) => decision.actions.push(Action::Start { job: id, gpus }),
             Err(reason) => decision.waiting.push((id, reason)),
         }
@@ -407,7 +409,8 @@ mod tests {
             }
         }
         for id in to_start {
-            match free.place(view.job(id).spec.gpus, placement, |_| true) {
+            let spec = &view.job(id).spec;
+            match free.place_shaped(spec.gpus, spec.profile.layout, placement, |_| true) {
                 Ok(gpus) => decision.actions.push(Action::Start { job: id, gpus }),
                 Err(reason) => decision.waiting.push((id, reason)),
             }

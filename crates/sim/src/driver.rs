@@ -187,6 +187,8 @@ pub struct SimResult {
     /// Failures, reclaims, departures and what they cost (with `SimConfig::faults`
     /// or `ClusterSpec::departures`).
     pub faults: Option<crate::faults::FaultSummary>,
+    /// How spread the multi-node jobs' groups were, when the cluster has a topology.
+    pub placement_spread: Option<crate::topology_rates::SpreadStats>,
 }
 
 /// The watched job's state from `at` on.
@@ -318,6 +320,8 @@ struct Run<'a> {
     evaluated: Vec<(JobId, u32)>,
     /// Timed node changes (`crate::faults`), while jobs remain.
     faults: Option<crate::faults::FaultRun>,
+    /// Spread of each start's groups (crate::topology_rates), when the cluster has a topology.
+    placement_spread: Option<crate::topology_rates::SpreadStats>,
 }
 
 impl<'a> Run<'a> {
@@ -355,6 +359,7 @@ impl<'a> Run<'a> {
                 scaling_overhead_gpu_us: 0,
             })
             .collect();
+        let placement_spread = cluster.links().map(|_| crate::topology_rates::SpreadStats::default());
         let mut engine = Engine::new(cluster, tenants.to_vec(), policy, config.seed);
         if let Some(model) = &config.mig {
             engine.enable_mig(model.clone());
@@ -386,6 +391,7 @@ impl<'a> Run<'a> {
             evaluations: Vec::new(),
             evaluated: Vec::new(),
             faults,
+            placement_spread,
         }
     }
 
@@ -670,6 +676,9 @@ impl<'a> Run<'a> {
         let world = &mut self.world[job.index()];
         let finish = world.start(now, gpus.len() as u32, rate, parts, spec.work, &self.config.overheads);
         let generation = world.generation;
+        if let Some(stats) = &mut self.placement_spread {
+            stats.record(self.engine.cluster(), spec, gpus);
+        }
         // Reported so that extrapolation is exact once the restore is over.
         let restore_secs = (world.productive_from - now).as_secs_f64();
         let report = Input::Progress { job, work_done: world.saved - rate * restore_secs, rate };
@@ -881,6 +890,7 @@ impl<'a> Run<'a> {
             early_stop: self.early_stop,
             evaluations: self.evaluations,
             faults: self.faults.map(|f| f.summary(faults_end)),
+            placement_spread: self.placement_spread,
         })
     }
 }

@@ -16,6 +16,7 @@ pub mod mig_rates;
 pub mod rates;
 pub mod sharing;
 pub mod synergy_rates;
+pub mod topology_rates;
 pub mod usage;
 pub mod varuna_rates;
 pub mod world;

@@ -251,6 +251,8 @@ struct TomlConfig {
     nodes: Vec<TomlNodeGroup>,
     #[serde(default)]
     tenants: Vec<TomlTenant>,
+    /// The network (crate::topology_config, docs/topology.md).
+    topology: Option<crate::topology_config::TomlTopology>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -331,6 +333,10 @@ pub fn parse_cluster_toml(text: &str, source: &str) -> Result<ClusterConfig, Tra
         }
     }
     validate(&cluster, source)?;
+    if let Some(table) = config.topology {
+        let context = format!("{source} [topology]");
+        crate::topology_config::table_config(table, source)?.apply(&mut cluster, &context)?;
+    }
     let tenants = tenants_from_toml(&config.tenants, source)?;
     Ok(ClusterConfig { cluster, tenants })
 }

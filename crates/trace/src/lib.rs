@@ -31,6 +31,7 @@ pub mod suggest;
 mod synthetic;
 pub mod text;
 mod tiresias;
+pub mod topology_config;
 pub mod wallclock;
 pub mod workload_classes;
 
