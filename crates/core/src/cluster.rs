@@ -26,6 +26,10 @@ pub struct NodeSpec {
 pub struct ClusterSpec {
     pub gpu_types: Vec<String>,
     pub nodes: Vec<NodeSpec>,
+    /// Persistent speed factor of each GPU, indexed by `GpuId` (node order, then slot):
+    /// 1.0 is the median GPU of its type, 0.67 one 1.5x slower (crate::variability).
+    /// Empty: every GPU runs at 1.0.
+    pub gpu_speed: Vec<f64>,
 }
 
 /// A cluster that cannot be built.
@@ -37,6 +41,10 @@ pub enum ClusterError {
     TooManyGpusPerNode { node: String, gpus: u32 },
     #[error("node {node} names GPU type #{gpu_type}, but only {known} types are declared")]
     UnknownGpuType { node: String, gpu_type: u32, known: usize },
+    #[error("{given} GPU speed factors given for a cluster of {gpus} GPUs (give one per GPU, or none)")]
+    GpuSpeedCount { given: usize, gpus: u32 },
+    #[error("GPU {gpu} has speed factor {speed}; factors must be finite and in [{min}, {max}]")]
+    BadGpuSpeed { gpu: usize, speed: String, min: String, max: String },
 }
 
 impl ClusterSpec {
@@ -102,6 +110,7 @@ impl ClusterSpec {
         if self.total_gpus() == 0 {
             return Err(ClusterError::NoGpus);
         }
+        crate::variability::check_speeds(&self.gpu_speed, self.total_gpus())?;
         Ok(())
     }
 }

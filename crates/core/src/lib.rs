@@ -19,6 +19,7 @@ pub mod policy;
 pub mod sharing;
 pub mod tenant;
 pub mod time;
+pub mod variability;
 
 pub use cluster::{Cluster, ClusterError, ClusterSpec, NodeSpec};
 pub use elastic::{Elastic, ElasticError};
