@@ -16,6 +16,7 @@ pub mod rates;
 pub mod sharing;
 pub mod synergy_rates;
 pub mod usage;
+pub mod variability_rates;
 pub mod world;
 
 pub use driver::{
