@@ -55,7 +55,9 @@ pub fn run(mut args: BenchArgs) -> Result<()> {
         args.workload.all = true;
     }
     let load_started = Instant::now();
-    let prepared = prepare(&args.workload)?;
+    let mut prepared = prepare(&args.workload)?;
+    crate::variability_args::apply(&args.run, &mut prepared)?;
+    let rates = crate::variability_args::wrap(&args.run, &prepared, Box::new(ReferenceRate))?;
     let load_secs = load_started.elapsed().as_secs_f64();
     let config = sim_config(&args.run)?;
     println!(
@@ -74,7 +76,7 @@ pub fn run(mut args: BenchArgs) -> Result<()> {
     println!("| policy | wall (s) | floor (ms) | wall / floor | events | events/s | jobs/s | scheduling passes | mean JCT (h) |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for policy in build_policies(&args.run, &prepared)? {
-        let (result, wall) = run_one(&prepared, policy, &ReferenceRate, &config, &mut |_| {})?;
+        let (result, wall) = run_one(&prepared, policy, rates.as_ref(), &config, &mut |_| {})?;
         let summary = summarize(&result);
         let floor_secs = floor.secs_per_event * summary.events as f64;
         println!(

@@ -18,6 +18,7 @@ mod serve_request;
 mod serve_search_cmd;
 mod sim_cmd;
 mod sweep;
+mod variability_args;
 mod workload;
 
 /// Help text of `cotenant --help`: what the tool is for (the crate description,

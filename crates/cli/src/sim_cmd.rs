@@ -83,6 +83,16 @@ pub struct RunArgs {
     /// speech) or models (res18, gnmt, deepspeech, ...). The synergy-* policies read it.
     #[arg(long, value_name = "bundled|PATH")]
     pub synergy_matrices: Option<String>,
+    /// Persistent per-GPU speed factors (docs/variability.md): `default` (sigma 0.08, 1% of
+    /// GPUs 1.5x slower), `stress` (22% spread), `sigma=F[,tail=F][,slow=X][,seed=N]`, or
+    /// `file=PATH` (measured, one factor per GPU per line). Gangs run at their slowest GPU.
+    #[arg(long, value_name = "SPEC")]
+    pub variability: Option<String>,
+    /// What tensor-parallel groups do about a slow GPU (with --variability): none, shrink
+    /// (resize shards to speed), migrate (move part of the straggler's shard) or auto (by
+    /// cost); then optionally every-gang, max-shrink=F, overhead=F, migrate-cost=SECONDS.
+    #[arg(long, value_name = "MODE[,KEY=VALUE...]")]
+    pub stragglers: Option<String>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -152,7 +162,8 @@ impl std::error::Error for Unhealthy {}
 pub fn run(args: SimArgs) -> Result<()> {
     set_threads(args.threads)?;
     let mut config = sim_config(&args.run)?;
-    let prepared = prepare(&args.workload)?;
+    let mut prepared = prepare(&args.workload)?;
+    crate::variability_args::apply(&args.run, &mut prepared)?;
     let policies = build_policies(&args.run, &prepared)?;
     if let Some(job) = args.explain {
         if job as usize >= prepared.workload.jobs.len() {
@@ -162,7 +173,7 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
     config.max_steps = args.max_steps;
     config.evals = prepared.evals.clone();
-    let rates = rate_model(&args.run, &prepared)?;
+    let rates = crate::variability_args::wrap(&args.run, &prepared, rate_model(&args.run, &prepared)?)?;
     config.mig = crate::mig_args::setup(&args.run.mig, &prepared)?.map(|m| m.model);
     let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
     let outcomes: Vec<Result<(SimResult, f64)>> = policies
@@ -285,7 +296,10 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
         "consolidated" => Placement::Consolidated,
         "strict-consolidated" => Placement::StrictConsolidated,
         "spread" => Placement::Spread,
-        other => bail!("unknown placement '{other}'; use consolidated, strict-consolidated or spread"),
+        "variability-aware" => Placement::VariabilityAware,
+        other => bail!(
+            "unknown placement '{other}'; use consolidated, strict-consolidated, spread or variability-aware"
+        ),
     };
     let mut options = BTreeMap::new();
     for option in &run.options {

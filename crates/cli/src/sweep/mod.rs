@@ -281,7 +281,7 @@ impl SimSweep {
             bail!("internal: policy {} of {}", cell.policy, policies.len());
         }
         let policy = policies.swap_remove(cell.policy);
-        let rates = rate_model(&run, prepared)?;
+        let rates = crate::variability_args::wrap(&run, prepared, rate_model(&run, prepared)?)?;
         let (result, _wall) = run_one(prepared, policy, rates.as_ref(), &config, &mut |_| {})?;
         Ok(sim_row(&self.grid, cell, &summarize(&result)))
     }
@@ -430,7 +430,7 @@ fn run_sim(args: SimSweepArgs) -> Result<()> {
         let run = sweep.run_args(&cell);
         build_policies(&run, first).with_context(|| describe_options(&sweep.grid, &cell))?;
         sim_config(&run)?;
-        rate_model(&run, first)?;
+        crate::variability_args::wrap(&run, first, rate_model(&run, first)?)?;
     }
     execute(&sweep.grid, &fixed, &exec, &|cell| sweep.run_cell(cell))
 }
