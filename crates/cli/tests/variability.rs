@@ -6,6 +6,9 @@ mod common;
 
 use common::{cotenant, stderr, stdout, temp_dir};
 
+/// 60 nodes of 8 GPUs.
+const C480: &str = "nodes=60,gpus-per-node=8";
+
 fn sim_json(extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["sim", "--max-jobs", "300", "--policy", "fifo,sjf", "--json"];
     args.extend_from_slice(extra);
@@ -33,7 +36,7 @@ fn variability_is_deterministic_and_changes_the_run() {
 
 #[test]
 fn the_text_output_notes_the_factors() {
-    let out = cotenant(&["sim", "--max-jobs", "100", "--policy", "fifo", "--variability", "default"]);
+    let out = cotenant(&["sim", "--max-jobs", "100", "--policy", "fifo", "--variability", "default", "--cluster", C480]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("note: GPU speed factors (--variability default): 480 GPUs, mean"), "{text}");
@@ -56,7 +59,7 @@ fn bad_variability_flags_are_named() {
     let short = dir.join("short.txt");
     std::fs::write(&short, "1.0\n0.9\n").unwrap();
     let flag = format!("file={}", short.display());
-    fails_with(&["sim", "--max-jobs", "10", "--variability", &flag], "2 factors for a cluster of 480 GPUs");
+    fails_with(&["sim", "--max-jobs", "10", "--cluster", C480, "--variability", &flag], "2 factors for a cluster of 480 GPUs");
     let bad = dir.join("bad.txt");
     std::fs::write(&bad, "# measured\n1.0\nslow\n").unwrap();
     let flag = format!("file={}", bad.display());
@@ -70,7 +73,7 @@ fn a_measured_file_is_read() {
     let body: String = (0..480).map(|i| if i % 8 == 0 { "0.5\n" } else { "1.0\n" }).collect();
     std::fs::write(&path, body).unwrap();
     let flag = format!("file={}", path.display());
-    let out = cotenant(&["sim", "--max-jobs", "50", "--policy", "fifo", "--variability", &flag]);
+    let out = cotenant(&["sim", "--max-jobs", "50", "--policy", "fifo", "--cluster", C480, "--variability", &flag]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("480 GPUs, mean 0.938"), "{}", stdout(&out));
 }
