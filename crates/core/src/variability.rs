@@ -39,8 +39,8 @@ pub struct SpeedModel {
 impl SpeedModel {
     /// The paper's average cluster: sigma 0.08, 1% of GPUs 1.5x slower.
     pub const DEFAULT: SpeedModel = SpeedModel { sigma: 0.08, tail: 0.01, slow: 1.5, seed: 0 };
-    /// The paper's worst case: 22% spread (sigma 0.21 plus the tail, 2% of GPUs 1.5x slower).
-    pub const STRESS: SpeedModel = SpeedModel { sigma: 0.21, tail: 0.02, slow: 1.5, seed: 0 };
+    /// The paper's worst case: 22% spread (sigma 0.22 plus the tail, 2% of GPUs 1.5x slower).
+    pub const STRESS: SpeedModel = SpeedModel { sigma: 0.22, tail: 0.02, slow: 1.5, seed: 0 };
 
     /// Why the model cannot draw, naming the key at fault.
     pub fn check(&self) -> Result<(), String> {
@@ -206,15 +206,15 @@ mod tests {
         assert!(s.min >= 1.0 / 1.5 - 1e-12 && s.max <= 1.0 + 3.0 * 0.08 + 1e-12, "{s}");
     }
 
-    /// Stress: body sd 0.21 x 0.986 = 0.207, tail 0.02 x 0.98 x 0.333^2 = 0.0022 of variance:
-    /// sqrt(0.0428 + 0.0022) / 0.993 = 0.214, within 0.22 +- 0.015; slow share: the 2% tail
-    /// plus the body below 1/1.4 (z < -1.36, 8.5% of 98%), about 10%.
+    /// Stress: body sd 0.22 x 0.986 = 0.217, tail 0.02 x 0.98 x 0.333^2 = 0.0022 of variance:
+    /// sqrt(0.98 x 0.0471 + 0.0022) / 0.993 = 0.221, within 0.22 +- 0.01; slow share: the 2%
+    /// tail plus the body below 1/1.4 (z < -1.30, 9.7% of 98%), about 11.5%.
     #[test]
     fn stress_model_statistics() {
         let s = SpeedStats::of(&SpeedModel::STRESS.draw(20_000)).unwrap();
-        assert!((s.cv - 0.22).abs() < 0.015, "{s}");
+        assert!((s.cv - 0.22).abs() < 0.01, "{s}");
         assert!((s.mean - 0.993).abs() < 0.01, "{s}");
-        assert!((s.slow_share - 0.10).abs() < 0.02, "{s}");
+        assert!((s.slow_share - 0.115).abs() < 0.02, "{s}");
     }
 
     #[test]
