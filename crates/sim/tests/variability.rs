@@ -195,4 +195,59 @@ proptest::proptest! {
             }
         }
     }
+
+    /// On random clusters with speed factors and GPUs held: the variability-aware placement
+    /// takes `needed` distinct GPUs that were free on usable nodes, in one node whenever one
+    /// has room, and its slowest GPU is never slower than consolidated placement's from the
+    /// same free GPUs; it waits exactly when consolidated placement does.
+    #[test]
+    fn variability_aware_placement_is_valid_and_never_slower(
+        nodes in proptest::collection::vec(1u32..=8, 1..24),
+        held in proptest::collection::vec((1u32..6, proptest::prelude::any::<bool>()), 0..12),
+        seed in 0u64..1000,
+        needed in 1u32..20,
+        odd_only in proptest::prelude::any::<bool>(),
+    ) {
+        let mut spec = ClusterSpec { gpu_types: vec!["a".into()], ..Default::default() };
+        for &gpus in &nodes {
+            spec.add_nodes(cotenant_core::GpuTypeId(0), 1, gpus, 0, 0);
+        }
+        spec.gpu_speed = cotenant_core::variability::SpeedModel { seed, ..cotenant_core::variability::SpeedModel::STRESS }
+            .draw(spec.total_gpus());
+        let speed = spec.gpu_speed.clone();
+        let c = Cluster::new(spec).unwrap();
+        // Other jobs hold some GPUs first (placed consolidated or spread).
+        let mut map = cotenant_core::placement::FreeMap::new(&c);
+        let mut taken: Vec<GpuId> = Vec::new();
+        for &(k, spread) in &held {
+            let how = if spread { Placement::Spread } else { Placement::Consolidated };
+            if let Ok(gpus) = map.place(k, how, |_| true) {
+                taken.extend(gpus);
+            }
+        }
+        let usable = |n: cotenant_core::NodeId| !odd_only || n.0 % 2 == 1;
+        let aware = map.clone().place(needed, Placement::VariabilityAware, usable);
+        let blind = map.clone().place(needed, Placement::Consolidated, usable);
+        proptest::prop_assert_eq!(aware.is_ok(), blind.is_ok());
+        if let (Ok(aware), Ok(blind)) = (aware, blind) {
+            proptest::prop_assert_eq!(aware.len(), needed as usize);
+            let mut distinct = aware.clone();
+            distinct.sort();
+            distinct.dedup();
+            proptest::prop_assert_eq!(distinct.len(), aware.len());
+            for &g in &aware {
+                proptest::prop_assert!(!taken.contains(&g) && usable(c.node_of(g)), "{g} was not free and usable");
+            }
+            let room = (0..c.node_count() as u32)
+                .map(cotenant_core::NodeId)
+                .any(|n| usable(n) && map.free_on(n) >= needed);
+            let mut used: Vec<u32> = aware.iter().map(|&g| c.node_of(g).0).collect();
+            used.dedup();
+            if room {
+                proptest::prop_assert_eq!(used.len(), 1);
+            }
+            let slowest = |gpus: &[GpuId]| gpus.iter().map(|g| speed[g.index()]).fold(f64::INFINITY, f64::min);
+            proptest::prop_assert!(slowest(&aware) >= slowest(&blind));
+        }
+    }
 }
