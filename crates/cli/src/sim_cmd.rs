@@ -30,7 +30,8 @@ pub struct RunArgs {
     #[arg(long = "policy", value_delimiter = ',', default_value = DEFAULT_POLICIES, value_name = "NAMES")]
     pub policies: Vec<String>,
     /// Where jobs go: consolidated (fewest nodes), strict-consolidated (wait rather than span
-    /// more nodes than needed) or spread (one GPU per node in turn).
+    /// more nodes than needed), spread (one GPU per node in turn) or variability-aware (fast,
+    /// speed-matched GPUs first; needs --variability, docs/variability.md).
     #[arg(long, default_value = "consolidated", value_name = "STAGE")]
     pub placement: String,
     /// Round or quantum length for round-based policies (LAS quantum default 300s), e.g. 360s, 5m.
