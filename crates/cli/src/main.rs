@@ -21,6 +21,7 @@ mod serve_search_cmd;
 mod sim_cmd;
 mod sweep;
 mod topology_args;
+mod variability_args;
 mod workload;
 
 /// Help text of `cotenant --help`: what the tool is for (the crate description,

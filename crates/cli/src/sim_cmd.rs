@@ -30,8 +30,10 @@ pub struct RunArgs {
     #[arg(long = "policy", value_delimiter = ',', default_value = DEFAULT_POLICIES, value_name = "NAMES")]
     pub policies: Vec<String>,
     /// Where jobs go: consolidated (fewest nodes), strict-consolidated (wait rather than span
-    /// more nodes than needed), spread (one GPU per node in turn), or with a topology
-    /// (docs/topology.md) arnold (fewest leaves per parallel group), vclos, torus.
+    /// more nodes than needed), spread (one GPU per node in turn), with a topology
+    /// (docs/topology.md) arnold (fewest leaves per parallel group), vclos, torus, or
+    /// variability-aware (fast, speed-matched GPUs first; needs --variability,
+    /// docs/variability.md).
     #[arg(long, default_value = "consolidated", value_name = "STAGE")]
     pub placement: String,
     /// Round or quantum length for round-based policies (LAS quantum default 300s), e.g. 360s, 5m.
@@ -109,6 +111,16 @@ pub struct RunArgs {
     /// model: `fraction=0.3[,tensor=8][,pipeline=4][,min-gpus=2]`.
     #[arg(long, value_name = "KEY=VALUE,...")]
     pub comm_profile: Option<String>,
+    /// Persistent per-GPU speed factors (docs/variability.md): `default` (sigma 0.08, 1% of
+    /// GPUs 1.5x slower), `stress` (22% spread), `sigma=F[,tail=F][,slow=X][,seed=N]`, or
+    /// `file=PATH` (measured, one factor per GPU per line). Gangs run at their slowest GPU.
+    #[arg(long, value_name = "SPEC")]
+    pub variability: Option<String>,
+    /// What tensor-parallel groups do about a slow GPU (with --variability): none, shrink
+    /// (resize shards to speed), migrate (move part of the straggler's shard) or auto (by
+    /// cost); then optionally every-gang, max-shrink=F, overhead=F, migrate-cost=SECONDS.
+    #[arg(long, value_name = "MODE[,KEY=VALUE...]")]
+    pub stragglers: Option<String>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -181,6 +193,7 @@ pub fn run(args: SimArgs) -> Result<()> {
     let mut prepared = prepare(&args.workload)?;
     crate::faults_args::setup(&args.run, &mut prepared, &mut config)?;
     crate::topology_args::apply(&args.run, &mut prepared)?;
+    crate::variability_args::apply(&args.run, &mut prepared)?;
     let policies = build_policies(&args.run, &prepared)?;
     if let Some(job) = args.explain {
         if job as usize >= prepared.workload.jobs.len() {
@@ -192,6 +205,7 @@ pub fn run(args: SimArgs) -> Result<()> {
     config.evals = prepared.evals.clone();
     let rates = crate::faults_args::wrap_rates(&args.run, rate_model(&args.run, &prepared)?, &config);
     let rates = crate::topology_args::wrap(&prepared, rates);
+    let rates = crate::variability_args::wrap(&args.run, &prepared, rates)?;
     config.mig = crate::mig_args::setup(&args.run.mig, &prepared)?.map(|m| m.model);
     let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
     let outcomes: Vec<Result<(SimResult, f64)>> = policies
@@ -329,8 +343,9 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
         "arnold" => Placement::Arnold,
         "vclos" => Placement::Vclos,
         "torus" => Placement::Torus,
+        "variability-aware" => Placement::VariabilityAware,
         other => bail!(
-            "unknown placement '{other}'; use consolidated, strict-consolidated, spread, arnold, vclos or torus"
+            "unknown placement '{other}'; use consolidated, strict-consolidated, spread, arnold, vclos, torus or variability-aware"
         ),
     };
     let mut options = BTreeMap::new();

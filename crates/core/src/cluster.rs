@@ -32,6 +32,10 @@ pub struct ClusterSpec {
     pub departures: Vec<Departure>,
     /// The network (crate::topology, docs/topology.md); `None`: not modelled.
     pub topology: Option<Topology>,
+    /// Persistent speed factor of each GPU, indexed by `GpuId` (node order, then slot):
+    /// 1.0 is the median GPU of its type, 0.67 one 1.5x slower (crate::variability).
+    /// Empty: every GPU runs at 1.0.
+    pub gpu_speed: Vec<f64>,
 }
 
 /// A node that leaves the cluster at `leaves` and returns at `returns` (never, if
@@ -54,6 +58,10 @@ pub enum ClusterError {
     UnknownGpuType { node: String, gpu_type: u32, known: usize },
     #[error("topology {0}")]
     Topology(TopologyError),
+    #[error("{given} GPU speed factors given for a cluster of {gpus} GPUs (give one per GPU, or none)")]
+    GpuSpeedCount { given: usize, gpus: u32 },
+    #[error("GPU {gpu} has speed factor {speed}; factors must be finite and in [{min}, {max}]")]
+    BadGpuSpeed { gpu: usize, speed: String, min: String, max: String },
 }
 
 impl ClusterSpec {
@@ -122,6 +130,7 @@ impl ClusterSpec {
         if let Some(topology) = &self.topology {
             topology.validate(self).map_err(ClusterError::Topology)?;
         }
+        crate::variability::check_speeds(&self.gpu_speed, self.total_gpus())?;
         Ok(())
     }
 }

@@ -21,6 +21,7 @@ pub mod tenant;
 pub mod time;
 pub mod topology;
 mod topology_place;
+pub mod variability;
 
 pub use cluster::{Cluster, ClusterError, ClusterSpec, Departure, NodeSpec};
 pub use elastic::{Elastic, ElasticError};

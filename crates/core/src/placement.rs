@@ -31,6 +31,12 @@ pub enum Placement {
     Vclos,
     /// A compact sub-box of a 3D torus (APEnet+); waits (`Fragmented`) when none is free.
     Torus,
+    /// Fast, matched GPUs first, by the cluster's speed factors (`ClusterSpec::gpu_speed`,
+    /// crate::variability): a job that fits in one node gets the node whose fastest free
+    /// GPUs are fastest (so a gang's GPUs are alike and no fast GPU waits on a slow
+    /// one), a wider job the fastest free GPUs anywhere; slow GPUs stay idle longest.
+    /// Without factors it is `Consolidated`.
+    VariabilityAware,
 }
 
 impl Placement {
@@ -42,6 +48,7 @@ impl Placement {
             Placement::Arnold => "arnold",
             Placement::Vclos => "vclos",
             Placement::Torus => "torus",
+            Placement::VariabilityAware => "variability-aware",
         }
     }
 }
@@ -253,6 +260,9 @@ impl<'a> FreeMap<'a> {
         if needed == 0 {
             return Ok(Vec::new());
         }
+        if how == Placement::VariabilityAware && !self.cluster.spec().gpu_speed.is_empty() {
+            return self.place_by_speed(needed, &usable);
+        }
         if how != Placement::Spread {
             // The best-fitting single node, if any, is what consolidation picks first.
             if let Some(node) = self.index.best_fit(needed, &usable) {
@@ -275,7 +285,9 @@ impl<'a> FreeMap<'a> {
             }
         });
         let plan = match how {
-            Placement::Consolidated | Placement::StrictConsolidated => consolidate(&nodes, needed),
+            Placement::Consolidated | Placement::StrictConsolidated | Placement::VariabilityAware => {
+                consolidate(&nodes, needed)
+            }
             Placement::Spread => spread(&nodes, needed),
             Placement::Arnold | Placement::Vclos | Placement::Torus => {
                 let scratch =
@@ -300,6 +312,71 @@ impl<'a> FreeMap<'a> {
     fn reserve(&mut self, plan: &[(NodeId, u32)]) {
         let cluster = self.cluster;
         self.reserved.reserve(cluster, plan);
+    }
+
+    /// `Placement::VariabilityAware` on a cluster with speed factors: in one node if any has
+    /// room (the node whose `needed` fastest free GPUs have the fastest slowest one; ties:
+    /// fewest free GPUs, then lowest id), else the `needed` fastest free GPUs anywhere.
+    /// GPUs come fastest first (ties by id), so consecutive ranks have similar speeds.
+    fn place_by_speed(
+        &mut self,
+        needed: u32,
+        usable: &impl Fn(NodeId) -> bool,
+    ) -> Result<Vec<GpuId>, WaitReason> {
+        let speed = &self.cluster.spec().gpu_speed;
+        let mut nodes: Vec<(u32, NodeId)> = Vec::new();
+        self.index.scan_most_free_first(|f, n| {
+            if usable(n) {
+                nodes.push((f, n));
+            }
+        });
+        let free: u32 = nodes.iter().map(|&(f, _)| f).sum();
+        if free < needed {
+            return Err(WaitReason::NoFreeGpus { needed, free });
+        }
+        let fastest_first = |gpus: &mut Vec<GpuId>| {
+            gpus.sort_by(|a, b| speed[b.index()].total_cmp(&speed[a.index()]).then(a.cmp(b)))
+        };
+        let free_gpus = |node: NodeId| -> Vec<GpuId> {
+            let mut mask = self.index.mask(node);
+            let mut gpus = Vec::with_capacity(mask.count_ones() as usize);
+            while mask != 0 {
+                gpus.push(self.cluster.gpu(node, mask.trailing_zeros()));
+                mask &= mask - 1;
+            }
+            gpus
+        };
+        let mut best: Option<(f64, u32, NodeId, Vec<GpuId>)> = None;
+        for &(f, node) in nodes.iter().filter(|&&(f, _)| f >= needed) {
+            let mut gpus = free_gpus(node);
+            fastest_first(&mut gpus);
+            gpus.truncate(needed as usize);
+            let slowest = speed[gpus[gpus.len() - 1].index()];
+            let better = match &best {
+                None => true,
+                Some((s, bf, bn, _)) => {
+                    slowest.total_cmp(s).then(bf.cmp(&f)).then(bn.cmp(&node)) == std::cmp::Ordering::Greater
+                }
+            };
+            if better {
+                best = Some((slowest, f, node, gpus));
+            }
+        }
+        let chosen = match best {
+            Some((_, _, _, gpus)) => gpus,
+            None => {
+                let mut gpus: Vec<GpuId> = nodes.iter().flat_map(|&(_, n)| free_gpus(n)).collect();
+                fastest_first(&mut gpus);
+                gpus.truncate(needed as usize);
+                gpus
+            }
+        };
+        for &g in &chosen {
+            let node = self.cluster.node_of(g);
+            let mask = self.index.mask(node) & !(1u64 << self.cluster.slot_of(g));
+            self.index.to_mut().set(node, mask);
+        }
+        Ok(chosen)
     }
 
     fn take_plan(&mut self, plan: &[(NodeId, u32)]) -> Vec<GpuId> {
@@ -451,7 +528,9 @@ mod tests {
         }
         nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let plan = match how {
-            Placement::Consolidated | Placement::StrictConsolidated => consolidate(&nodes, needed),
+            Placement::Consolidated | Placement::StrictConsolidated | Placement::VariabilityAware => {
+                consolidate(&nodes, needed)
+            }
             Placement::Spread => spread(&nodes, needed),
             Placement::Arnold | Placement::Vclos | Placement::Torus => unreachable!("not drawn in this test"),
         };

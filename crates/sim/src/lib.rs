@@ -18,6 +18,7 @@ pub mod sharing;
 pub mod synergy_rates;
 pub mod topology_rates;
 pub mod usage;
+pub mod variability_rates;
 pub mod varuna_rates;
 pub mod world;
 

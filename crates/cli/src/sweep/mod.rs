@@ -282,6 +282,7 @@ impl SimSweep {
         }
         let policy = policies.swap_remove(cell.policy);
         let rates = crate::faults_args::wrap_rates(&run, rate_model(&run, prepared)?, &config);
+        let rates = crate::variability_args::wrap(&run, prepared, rates)?;
         let (result, _wall) = run_one(prepared, policy, rates.as_ref(), &config, &mut |_| {})?;
         Ok(sim_row(&self.grid, cell, &summarize(&result)))
     }
@@ -431,7 +432,7 @@ fn run_sim(args: SimSweepArgs) -> Result<()> {
         build_policies(&run, first).with_context(|| describe_options(&sweep.grid, &cell))?;
         sim_config(&run)?;
         crate::faults_args::no_availability(&run, "sweep")?;
-        rate_model(&run, first)?;
+        crate::variability_args::wrap(&run, first, rate_model(&run, first)?)?;
     }
     execute(&sweep.grid, &fixed, &exec, &|cell| sweep.run_cell(cell))
 }
