@@ -186,7 +186,8 @@ struct RoundEntry {
     gpus: Vec<GpuId>,
     finish_s: f64,
     /// Work each job of the combination has done once it ran its steps this round.
-    targets: Vec<(JobId, f64)>,
+    /// (In `Combo::jobs` order; a single's second is `None`: no allocation per entry.)
+    targets: [Option<(JobId, f64)>; 2],
 }
 
 #[derive(Clone, Debug)]
@@ -218,7 +219,7 @@ struct Types {
 struct Holding {
     gpu_type: usize,
     gpus: Vec<GpuId>,
-    jobs: Vec<JobId>,
+    jobs: Members,
 }
 
 /// Jobs taken so far in a round's greedy pass, and GPUs per tenant.
@@ -475,7 +476,7 @@ impl Gavel {
         }
         let mut end = round.end;
         for entry in &mut round.entries {
-            for &(id, target) in &entry.targets {
+            for &(id, target) in entry.targets.iter().flatten() {
                 if !self.jobs.contains_key(&id) || !view.running.contains(&id) {
                     continue;
                 }
@@ -1092,15 +1093,16 @@ impl Gavel {
         let mut end_s = now_s;
         for Placed { combo, gpu_type, gpus } in placed {
             let mut finish_s = now_s;
-            let mut targets = Vec::with_capacity(2);
-            for (id, rate) in combo.jobs().into_iter().zip(self.combo_rates(combo, gpu_type)) {
+            let mut targets = [None; 2];
+            for (k, (id, rate)) in combo.jobs().into_iter().zip(self.combo_rates(combo, gpu_type)).enumerate()
+            {
                 let done = self.plan_done(view, id, now);
                 let tracked = self.jobs.get_mut(&id).expect("chosen jobs are tracked");
                 let left = (tracked.work - done).max(0.0);
                 let steps = (rate * round_s).floor().min(left);
                 tracked.credited = if steps >= left { tracked.work } else { done + steps };
                 finish_s = finish_s.max(now_s + steps / rate);
-                targets.push((id, done + steps));
+                targets[k] = Some((id, done + steps));
             }
             end_s = end_s.max(finish_s);
             if matches!(combo, Combo::Pair(..)) {
@@ -1111,6 +1113,7 @@ impl Gavel {
         let mut has_verdict: Vec<JobId> = entries.iter().flat_map(|e| e.combo.jobs()).collect();
         has_verdict.extend(decision.waiting.iter().map(|(id, _)| *id));
         has_verdict.sort_unstable();
+        decision.waiting.reserve(self.jobs.len().saturating_sub(has_verdict.len()));
         for (&id, tracked) in &self.jobs {
             if !tracked.ghost && has_verdict.binary_search(&id).is_err() {
                 decision.waiting.push((id, WaitReason::NotThisRound));
@@ -1138,8 +1141,10 @@ fn holdings(view: &ClusterView<'_>) -> Vec<Holding> {
             continue;
         }
         let Some(&first) = job.gpus.first() else { continue };
-        let mut jobs = vec![job.id()];
-        jobs.extend(partner);
+        let jobs = match partner {
+            Some(p) => Members { ids: [job.id(), p], len: 2 },
+            None => Members { ids: [job.id(), job.id()], len: 1 },
+        };
         out.push(Holding { gpu_type: view.cluster.gpu_type_of(first).index(), gpus: job.gpus.clone(), jobs });
     }
     out
