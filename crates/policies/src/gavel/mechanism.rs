@@ -856,6 +856,14 @@ impl Gavel {
         taken
     }
 
+    /// `combo`'s jobs and scale factor if none of them is taken yet and it fits
+    /// in the GPUs of type `t` left (what both forms of `take` check first).
+    fn free_to_take(&self, combo: Combo, t: usize, left: &[u32], picked: &Picked) -> Option<(Members, u32)> {
+        let members = combo.jobs();
+        let sf = self.scale_factor(combo);
+        (!members.iter().any(|id| picked.taken.contains(id)) && sf <= left[t]).then_some((members, sf))
+    }
+
     fn take_fast(
         &self,
         combo: Combo,
@@ -864,11 +872,7 @@ impl Gavel {
         left: &mut [u32],
         picked: &mut Picked,
     ) -> bool {
-        let members = combo.jobs();
-        let sf = self.scale_factor(combo);
-        if members.iter().any(|id| picked.taken.contains(id)) || sf > left[t] {
-            return false;
-        }
+        let Some((members, sf)) = self.free_to_take(combo, t, left, picked) else { return false };
         // Each member adds `sf` to its tenant's GPUs (twice for a pair of one
         // tenant); checked before anything is charged, without a copy.
         let tenants: [Option<TenantId>; 2] =
@@ -902,11 +906,7 @@ impl Gavel {
         left: &mut [u32],
         picked: &mut Picked,
     ) -> bool {
-        let members = combo.jobs();
-        let sf = self.scale_factor(combo);
-        if members.iter().any(|id| picked.taken.contains(id)) || sf > left[t] {
-            return false;
-        }
+        let Some((members, sf)) = self.free_to_take(combo, t, left, picked) else { return false };
         let mut after = picked.tenant_gpus.clone();
         for &id in members.iter() {
             let tenant = view.job(id).spec.tenant;
