@@ -40,8 +40,8 @@ use std::sync::Arc;
 
 use cotenant_core::placement::{FreeMap, Placement};
 use cotenant_core::{
-    Action, ClusterView, Decision, GpuId, GpuTypeId, JobChange, JobId, Policy, PolicyCx, Span, Time,
-    WaitReason, MICROS_PER_SECOND,
+    Action, ClusterView, Decision, GpuId, GpuTypeId, JobChange, JobId, Policy, PolicyCx, Span, TenantId,
+    Time, WaitReason, MICROS_PER_SECOND,
 };
 use cotenant_perf::throughput::{JobTypeKey, ThroughputTable};
 
@@ -100,10 +100,11 @@ impl Combo {
         Combo::Pair(a.min(b), a.max(b))
     }
 
-    pub fn jobs(self) -> Vec<JobId> {
+    /// The combination's jobs (the smaller id first), without allocating.
+    pub fn jobs(self) -> Members {
         match self {
-            Combo::Single(a) => vec![a],
-            Combo::Pair(a, b) => vec![a, b],
+            Combo::Single(a) => Members { ids: [a, a], len: 1 },
+            Combo::Pair(a, b) => Members { ids: [a, b], len: 2 },
         }
     }
 
@@ -121,6 +122,30 @@ impl Combo {
             Combo::Single(a) => (a, false, a),
             Combo::Pair(a, b) => (b, true, a),
         }
+    }
+}
+
+/// The one or two jobs of a [`Combo`], as a slice (a fixed array: the round
+/// loop asks for them per combination and type, and a `Vec` each time was a
+/// large part of a round's cost).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Members {
+    ids: [JobId; 2],
+    len: usize,
+}
+
+impl std::ops::Deref for Members {
+    type Target = [JobId];
+    fn deref(&self) -> &[JobId] {
+        &self.ids[..self.len]
+    }
+}
+
+impl IntoIterator for Members {
+    type Item = JobId;
+    type IntoIter = std::iter::Take<std::array::IntoIter<JobId, 2>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.ids.into_iter().take(self.len)
     }
 }
 
@@ -161,7 +186,8 @@ struct RoundEntry {
     gpus: Vec<GpuId>,
     finish_s: f64,
     /// Work each job of the combination has done once it ran its steps this round.
-    targets: Vec<(JobId, f64)>,
+    /// (In `Combo::jobs` order; a single's second is `None`: no allocation per entry.)
+    targets: [Option<(JobId, f64)>; 2],
 }
 
 #[derive(Clone, Debug)]
@@ -193,11 +219,11 @@ struct Types {
 struct Holding {
     gpu_type: usize,
     gpus: Vec<GpuId>,
-    jobs: Vec<JobId>,
+    jobs: Members,
 }
 
 /// Jobs taken so far in a round's greedy pass, and GPUs per tenant.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct Picked {
     taken: BTreeSet<JobId>,
     tenant_gpus: Vec<u32>,
@@ -206,12 +232,23 @@ struct Picked {
 /// Each combination's (priority, deficit, allocation) on every GPU type, in
 /// combination order (Gavel's insertion order, which breaks ties): what a
 /// round's greedy pass sorts by, computed once per round.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Ranking {
     types: usize,
     combos: Vec<Combo>,
     /// `keys[k * types + t]`: combination `k` on type `t`.
     keys: Vec<(f64, f64, f64)>,
+}
+
+/// Bit for bit (total order on the keys: -0.0 and 0.0 sort apart).
+impl PartialEq for Ranking {
+    fn eq(&self, other: &Ranking) -> bool {
+        let bits = |k: &(f64, f64, f64)| (k.0.to_bits(), k.1.to_bits(), k.2.to_bits());
+        self.types == other.types
+            && self.combos == other.combos
+            && self.keys.len() == other.keys.len()
+            && self.keys.iter().zip(&other.keys).all(|(a, b)| bits(a) == bits(b))
+    }
 }
 
 /// A combination chosen for the round and where it runs.
@@ -246,6 +283,8 @@ pub struct Gavel {
     need_update: bool,
     round: Option<Round>,
     stats: GavelStats,
+    /// The ranking's buffers, reused from round to round.
+    scratch: Ranking,
 }
 
 impl Gavel {
@@ -269,6 +308,7 @@ impl Gavel {
             need_update: false,
             round: None,
             stats: GavelStats::default(),
+            scratch: Ranking::default(),
         }
     }
 
@@ -360,9 +400,21 @@ impl Gavel {
             self.need_update = true;
         }
         self.arrived.remove(&id);
-        self.pair_rates.retain(|&(a, b), _| a != id && b != id);
-        self.combo_time_s.retain(|c, _| !c.contains(id));
-        self.deficits_s.retain(|c, _| !c.contains(id));
+        if self.pair_rates.is_empty() {
+            // No pairs (every unpacked objective): only the job's own entry
+            // holds it; no walk over every combination.
+            self.combo_time_s.remove(&Combo::Single(id));
+            self.deficits_s.remove(&Combo::Single(id));
+        } else {
+            self.pair_rates.retain(|&(a, b), _| a != id && b != id);
+            self.combo_time_s.retain(|c, _| !c.contains(id));
+            self.deficits_s.retain(|c, _| !c.contains(id));
+        }
+        #[cfg(test)]
+        assert!(
+            !self.combo_time_s.keys().chain(self.deficits_s.keys()).any(|c| c.contains(id)),
+            "forget leaves no combination of {id}, as the plain retain does"
+        );
     }
 
     /// Admits the jobs that arrived by `up_to_s` on Gavel's clock; later ones
@@ -424,7 +476,7 @@ impl Gavel {
         }
         let mut end = round.end;
         for entry in &mut round.entries {
-            for &(id, target) in &entry.targets {
+            for &(id, target) in entry.targets.iter().flatten() {
                 if !self.jobs.contains_key(&id) || !view.running.contains(&id) {
                     continue;
                 }
@@ -480,23 +532,72 @@ impl Gavel {
         self.jobs.get(&id).map_or(real, |j| real.min(j.credited))
     }
 
-    /// Gavel's `_reset_time_run_so_far`.
+    /// Gavel's `_reset_time_run_so_far`: one walk over the per-combination maps
+    /// side by side (the same order), no lookups.
     fn reset_time(&mut self, now_s: f64) {
+        #[cfg(test)]
+        let plain = {
+            let (mut times, mut deficits, mut workers) =
+                (self.combo_time_s.clone(), self.deficits_s.clone(), self.worker_time_s.clone());
+            self.reset_time_plain(now_s, &mut times, &mut deficits, &mut workers);
+            (times, deficits, workers)
+        };
         let elapsed = now_s - self.last_reset_s;
         let half = self.half_round_s();
-        for t in 0..self.worker_time_s.len() {
-            self.worker_time_s[t] = 0.0;
-            for (combo, times) in self.combo_time_s.iter_mut() {
+        let types = self.worker_time_s.len();
+        self.worker_time_s.iter_mut().for_each(|w| *w = 0.0);
+        let mut allocation = self.allocation.iter().peekable();
+        for ((combo, times), deficit) in self.combo_time_s.iter_mut().zip(self.deficits_s.values_mut()) {
+            while allocation.next_if(|&(c, _)| c < combo).is_some() {}
+            let x = allocation.next_if(|&(c, _)| c == combo).map(|(_, x)| x);
+            for t in 0..types {
                 let received = times[t] - half;
-                let promised = self.allocation.get(combo).map_or(0.0, |x| x[t] * elapsed);
-                if let Some(deficit) = self.deficits_s.get_mut(combo) {
-                    deficit[t] += promised - received;
-                }
+                let promised = x.map_or(0.0, |x| x[t] * elapsed);
+                deficit[t] += promised - received;
                 times[t] = half;
+                // Each type's sum takes `half` once per combination in the same
+                // order as the plain loop (types outer), so it is bit-identical.
                 self.worker_time_s[t] += half;
             }
         }
         self.last_reset_s = now_s;
+        #[cfg(test)]
+        {
+            let bits = |m: &BTreeMap<Combo, Vec<f64>>| -> Vec<(Combo, Vec<u64>)> {
+                m.iter().map(|(&c, v)| (c, v.iter().map(|x| x.to_bits()).collect())).collect()
+            };
+            let (times, deficits, workers) = plain;
+            assert_eq!(bits(&self.combo_time_s), bits(&times), "reset: times as the plain loop");
+            assert_eq!(bits(&self.deficits_s), bits(&deficits), "reset: deficits as the plain loop");
+            let w = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+            assert_eq!(w(&self.worker_time_s), w(&workers), "reset: worker time as the plain loop");
+        }
+    }
+
+    /// The plain `_reset_time_run_so_far` (two map lookups per combination and
+    /// type) on copies of the state, for tests.
+    #[cfg(test)]
+    fn reset_time_plain(
+        &self,
+        now_s: f64,
+        combo_time_s: &mut BTreeMap<Combo, Vec<f64>>,
+        deficits_s: &mut BTreeMap<Combo, Vec<f64>>,
+        worker_time_s: &mut [f64],
+    ) {
+        let elapsed = now_s - self.last_reset_s;
+        let half = self.half_round_s();
+        for t in 0..worker_time_s.len() {
+            worker_time_s[t] = 0.0;
+            for (combo, times) in combo_time_s.iter_mut() {
+                let received = times[t] - half;
+                let promised = self.allocation.get(combo).map_or(0.0, |x| x[t] * elapsed);
+                if let Some(deficit) = deficits_s.get_mut(combo) {
+                    deficit[t] += promised - received;
+                }
+                times[t] = half;
+                worker_time_s[t] += half;
+            }
+        }
     }
 
     fn compute_allocation(&mut self, view: &ClusterView<'_>, now: Time, clock_s: f64) {
@@ -561,13 +662,14 @@ impl Gavel {
         }
     }
 
-    /// Steps/s of each job of `combo` (in `Combo::jobs` order) on `gpu_type`.
-    fn combo_rates(&self, combo: Combo, gpu_type: usize) -> Vec<f64> {
+    /// Steps/s of each job of `combo` (in `Combo::jobs` order) on `gpu_type`;
+    /// a single's second entry is unused (zip it with `Combo::jobs`).
+    fn combo_rates(&self, combo: Combo, gpu_type: usize) -> [f64; 2] {
         match combo {
-            Combo::Single(a) => vec![self.jobs[&a].rates[gpu_type]],
+            Combo::Single(a) => [self.jobs[&a].rates[gpu_type], 0.0],
             Combo::Pair(a, b) => {
                 let (x, y) = self.pair_rates[&(a, b)][gpu_type];
-                vec![x, y]
+                [x, y]
             }
         }
     }
@@ -586,6 +688,68 @@ impl Gavel {
             self.compute_allocation(view, now, now_s);
             self.need_update = false;
         }
+        let mut ranking = std::mem::take(&mut self.scratch);
+        self.rank_into(&mut ranking);
+        #[cfg(test)]
+        assert_eq!(ranking, self.rank_plain(), "the merged walk ranks as the lookups do");
+        ranking
+    }
+
+    /// Each combination's (priority, deficit, allocation) on every type, into
+    /// `ranking`'s buffers (kept across rounds). One walk over the per-combination
+    /// maps side by side (same order; `deficits_s` has the keys of `combo_time_s`,
+    /// `allocation` may lack new ones and keep departed ones) and one lookup of
+    /// what a combination runs on, instead of three map lookups per type.
+    fn rank_into(&self, ranking: &mut Ranking) {
+        let types = self.worker_time_s.len();
+        ranking.types = types;
+        ranking.combos.clear();
+        ranking.keys.clear();
+        let mut allocation = self.allocation.iter().peekable();
+        for ((&combo, times), (&same, deficits)) in self.combo_time_s.iter().zip(&self.deficits_s) {
+            debug_assert_eq!(combo, same, "deficits_s and combo_time_s hold the same combinations");
+            while allocation.next_if(|&(&c, _)| c < combo).is_some() {}
+            let x_row = allocation.next_if(|&(&c, _)| c == combo).map(|(_, x)| x);
+            ranking.combos.push(combo);
+            let Some(x_row) = x_row else {
+                ranking.keys.extend(deficits.iter().take(types).map(|&d| (0.0, d, 0.0)));
+                continue;
+            };
+            // What `runs_on(combo, t)` reads, looked up once.
+            let single = match combo {
+                Combo::Single(a) => self.jobs.get(&a).map(|j| &j.rates),
+                Combo::Pair(..) => None,
+            };
+            let pair = match combo {
+                Combo::Pair(a, b) if !self.is_ghost(combo) => self.pair_rates.get(&(a, b)),
+                _ => None,
+            };
+            for t in 0..types {
+                let x = x_row[t];
+                let runs = match combo {
+                    Combo::Single(_) => single.is_some_and(|r| r[t] > 0.0),
+                    Combo::Pair(..) => pair.is_some_and(|r| r[t].0 > 0.0 && r[t].1 > 0.0),
+                };
+                let priority = if x == 0.0 || !runs {
+                    0.0
+                } else {
+                    let fraction =
+                        if self.worker_time_s[t] == 0.0 { 0.0 } else { times[t] / self.worker_time_s[t] };
+                    if fraction > 0.0 {
+                        x / fraction
+                    } else {
+                        x * 1e9
+                    }
+                };
+                ranking.keys.push((priority, deficits[t], x));
+            }
+        }
+    }
+
+    /// The plain computation `rank_into` replaces: three map lookups per
+    /// combination and type (tests check every round's ranking against it).
+    #[cfg(test)]
+    fn rank_plain(&self) -> Ranking {
         let types = self.worker_time_s.len();
         let mut ranking = Ranking {
             types,
@@ -630,7 +794,11 @@ impl Gavel {
             self.shuffler.shuffle(&mut order);
         }
         let is_fifo = self.config.objective.is_fifo() && !any_priority;
-        let mut left: Vec<u32> = (0..types.names.len()).map(|t| up_gpus_of_type(view, t)).collect();
+        let mut left = up_gpus_by_type(view, types.names.len());
+        #[cfg(test)]
+        for (t, &up) in left.iter().enumerate() {
+            assert_eq!(up, up_gpus_of_type(view, t), "one pass over the nodes = a scan per type");
+        }
         let mut picked = Picked { taken: BTreeSet::new(), tenant_gpus: vec![0u32; view.tenants.len()] };
         let mut chosen = Vec::new();
         let n = ranking.types;
@@ -677,13 +845,70 @@ impl Gavel {
         left: &mut [u32],
         picked: &mut Picked,
     ) -> bool {
+        #[cfg(test)]
+        let plain = {
+            let (mut left, mut picked) = (left.to_vec(), picked.clone());
+            (self.take_plain(combo, t, view, &mut left, &mut picked), left, picked)
+        };
+        let taken = self.take_fast(combo, t, view, left, picked);
+        #[cfg(test)]
+        assert_eq!((taken, left.to_vec(), picked.clone()), plain, "take = the copy-then-check it replaces");
+        taken
+    }
+
+    /// `combo`'s jobs and scale factor if none of them is taken yet and it fits
+    /// in the GPUs of type `t` left (what both forms of `take` check first).
+    fn free_to_take(&self, combo: Combo, t: usize, left: &[u32], picked: &Picked) -> Option<(Members, u32)> {
         let members = combo.jobs();
         let sf = self.scale_factor(combo);
-        if members.iter().any(|id| picked.taken.contains(id)) || sf > left[t] {
-            return false;
+        (!members.iter().any(|id| picked.taken.contains(id)) && sf <= left[t]).then_some((members, sf))
+    }
+
+    fn take_fast(
+        &self,
+        combo: Combo,
+        t: usize,
+        view: &ClusterView<'_>,
+        left: &mut [u32],
+        picked: &mut Picked,
+    ) -> bool {
+        let Some((members, sf)) = self.free_to_take(combo, t, left, picked) else { return false };
+        // Each member adds `sf` to its tenant's GPUs (twice for a pair of one
+        // tenant); checked before anything is charged, without a copy.
+        let tenants: [Option<TenantId>; 2] =
+            [0, 1].map(|k| members.get(k).map(|&id| view.job(id).spec.tenant));
+        for (k, tenant) in tenants.iter().enumerate() {
+            let Some(tenant) = *tenant else { continue };
+            let limit = view.tenant(tenant).gpu_limit.unwrap_or(u32::MAX);
+            let mut after = picked.tenant_gpus[tenant.index()];
+            for _ in tenants[..=k].iter().filter(|&&other| other == Some(tenant)) {
+                after = after.saturating_add(sf);
+            }
+            if after > limit {
+                return false;
+            }
         }
+        for tenant in tenants.into_iter().flatten() {
+            picked.tenant_gpus[tenant.index()] = picked.tenant_gpus[tenant.index()].saturating_add(sf);
+        }
+        picked.taken.extend(members);
+        left[t] -= sf;
+        true
+    }
+
+    /// The plain `take` (a copy of the tenants' GPUs per attempt), for tests.
+    #[cfg(test)]
+    fn take_plain(
+        &self,
+        combo: Combo,
+        t: usize,
+        view: &ClusterView<'_>,
+        left: &mut [u32],
+        picked: &mut Picked,
+    ) -> bool {
+        let Some((members, sf)) = self.free_to_take(combo, t, left, picked) else { return false };
         let mut after = picked.tenant_gpus.clone();
-        for &id in &members {
+        for &id in members.iter() {
             let tenant = view.job(id).spec.tenant;
             let limit = view.tenant(tenant).gpu_limit.unwrap_or(u32::MAX);
             after[tenant.index()] = after[tenant.index()].saturating_add(sf);
@@ -724,13 +949,14 @@ impl Gavel {
             }
             return decision;
         }
-        let priorities = self.priorities(view, now, clock_s, false);
+        let mut priorities = self.priorities(view, now, clock_s, false);
         let mut chosen = self.choose(&priorities, view, false);
         if !chosen.iter().any(|(c, _)| self.allocation.contains_key(c)) {
             // Nothing would run (combinations chosen without an allocation get
             // no GPUs, as in Gavel). Gavel then forces a reset; without it no
             // timer would ever fire again.
-            let priorities = self.priorities(view, now, clock_s, true);
+            self.scratch = priorities;
+            priorities = self.priorities(view, now, clock_s, true);
             chosen = self.choose(&priorities, view, false);
             if !chosen.iter().any(|(c, _)| self.allocation.contains_key(c)) {
                 // Still nothing: the only positive-priority combinations cannot be
@@ -740,6 +966,7 @@ impl Gavel {
                 chosen = self.choose(&priorities, view, true);
             }
         }
+        self.scratch = priorities;
         let placed = self.place(view, &chosen, &mut decision);
         self.count_leases(&previous, &placed);
         self.record_round(view, now, clock_s, placed, &mut decision);
@@ -771,7 +998,7 @@ impl Gavel {
                 .filter_map(|j| holding_of.get(j).copied())
                 .filter(|&h| holdings[h].gpu_type == t && claimed[h].is_none())
                 .collect();
-            let exact = candidates.iter().copied().find(|&h| holdings[h].jobs == members);
+            let exact = candidates.iter().copied().find(|&h| holdings[h].jobs[..] == members[..]);
             if let Some(h) = exact.or(candidates.first().copied()) {
                 claimed[h] = Some(combo);
                 reused.insert(combo, h);
@@ -866,15 +1093,16 @@ impl Gavel {
         let mut end_s = now_s;
         for Placed { combo, gpu_type, gpus } in placed {
             let mut finish_s = now_s;
-            let mut targets = Vec::with_capacity(2);
-            for (id, rate) in combo.jobs().into_iter().zip(self.combo_rates(combo, gpu_type)) {
+            let mut targets = [None; 2];
+            for (k, (id, rate)) in combo.jobs().into_iter().zip(self.combo_rates(combo, gpu_type)).enumerate()
+            {
                 let done = self.plan_done(view, id, now);
                 let tracked = self.jobs.get_mut(&id).expect("chosen jobs are tracked");
                 let left = (tracked.work - done).max(0.0);
                 let steps = (rate * round_s).floor().min(left);
                 tracked.credited = if steps >= left { tracked.work } else { done + steps };
                 finish_s = finish_s.max(now_s + steps / rate);
-                targets.push((id, done + steps));
+                targets[k] = Some((id, done + steps));
             }
             end_s = end_s.max(finish_s);
             if matches!(combo, Combo::Pair(..)) {
@@ -882,10 +1110,12 @@ impl Gavel {
             }
             entries.push(RoundEntry { combo, gpu_type, gpus, finish_s, targets });
         }
-        let mut has_verdict: BTreeSet<JobId> = entries.iter().flat_map(|e| e.combo.jobs()).collect();
+        let mut has_verdict: Vec<JobId> = entries.iter().flat_map(|e| e.combo.jobs()).collect();
         has_verdict.extend(decision.waiting.iter().map(|(id, _)| *id));
+        has_verdict.sort_unstable();
+        decision.waiting.reserve(self.jobs.len().saturating_sub(has_verdict.len()));
         for (&id, tracked) in &self.jobs {
-            if !has_verdict.contains(&id) && !tracked.ghost {
+            if !tracked.ghost && has_verdict.binary_search(&id).is_err() {
                 decision.waiting.push((id, WaitReason::NotThisRound));
             }
         }
@@ -911,13 +1141,32 @@ fn holdings(view: &ClusterView<'_>) -> Vec<Holding> {
             continue;
         }
         let Some(&first) = job.gpus.first() else { continue };
-        let mut jobs = vec![job.id()];
-        jobs.extend(partner);
+        let jobs = match partner {
+            Some(p) => Members { ids: [job.id(), p], len: 2 },
+            None => Members { ids: [job.id(), job.id()], len: 1 },
+        };
         out.push(Holding { gpu_type: view.cluster.gpu_type_of(first).index(), gpus: job.gpus.clone(), jobs });
     }
     out
 }
 
+/// GPUs on up nodes, per cluster GPU type (`types` of them), in one pass over the nodes.
+fn up_gpus_by_type(view: &ClusterView<'_>, types: usize) -> Vec<u32> {
+    let mut up = vec![0u32; types];
+    for n in 0..view.cluster.node_count() {
+        let node = cotenant_core::NodeId(n as u32);
+        if view.cluster.is_up(node) {
+            let spec = view.cluster.node(node);
+            if let Some(count) = up.get_mut(spec.gpu_type.index()) {
+                *count += spec.gpus;
+            }
+        }
+    }
+    up
+}
+
+/// The plain per-type scan `up_gpus_by_type` replaces (checked against it in tests).
+#[cfg(test)]
 fn up_gpus_of_type(view: &ClusterView<'_>, t: usize) -> u32 {
     (0..view.cluster.node_count())
         .map(|n| cotenant_core::NodeId(n as u32))
@@ -971,6 +1220,8 @@ impl Policy for Gavel {
 mod tests {
     use super::*;
     use cotenant_core::{Cluster, ClusterSpec, Command, Engine, Input, JobSpec, TenantSpec};
+    use cotenant_perf::throughput::PairRates;
+    use proptest::prelude::*;
 
     fn table() -> Arc<ThroughputTable> {
         let mut t = ThroughputTable::new();
@@ -1068,6 +1319,101 @@ mod tests {
             .filter(|j| !third.iter().any(|c| matches!(c, Command::Start { job, .. } if job == *j)))
             .collect();
         assert!(!kept.is_empty() || starts(&third).len() == 2);
+    }
+
+    fn packed_table() -> Arc<ThroughputTable> {
+        let mut t = (*table()).clone();
+        let (fast, even) = (JobTypeKey::new("fast", 1), JobTypeKey::new("even", 1));
+        for (a, b, own, other) in
+            [(&fast, &even, 7.0, 1.2), (&even, &fast, 1.2, 7.0), (&even, &even, 1.1, 1.1)]
+        {
+            for (gpu, scale) in [("v100", 1.0), ("k80", 0.5)] {
+                let rates = PairRates { own_steps_per_s: own * scale, other_steps_per_s: other * scale };
+                t.set_colocated(a, b, gpu, rates);
+            }
+        }
+        Arc::new(t)
+    }
+
+    fn objectives() -> [Objective; 6] {
+        [
+            Objective::Fifo { perf: true },
+            Objective::Fifo { perf: false },
+            Objective::MaxMinFairness { perf: true },
+            Objective::FinishTimeFairness { perf: true },
+            Objective::Packed(super::super::PackedObjective::MaxMinFairness),
+            Objective::Packed(super::super::PackedObjective::Fifo),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Random arrivals, sizes, tenants (one with a hard GPU limit) and early
+        /// finishes under six objectives on 3 V100 + 2 K80 GPUs: every round,
+        /// inside the policy, the merged ranking walk equals the three-lookup
+        /// ranking, the one-pass up-GPU count equals the per-type scan, and each
+        /// `take` equals the copy-then-check one (`rank_plain`, `up_gpus_of_type`,
+        /// `take_plain`; a mismatch panics here).
+        #[test]
+        fn fast_round_paths_match_the_plain_ones(
+            objective in 0usize..6,
+            jobs in proptest::collection::vec((0u64..3_000, 0u32..2, 1u32..3, 1u32..40, 0u32..2), 1..14),
+            finishes in proptest::collection::vec(any::<bool>(), 64),
+        ) {
+            let mut spec = ClusterSpec { gpu_types: vec!["v100".into(), "k80".into()], ..Default::default() };
+            spec.add_nodes(GpuTypeId(0), 1, 3, 8, 64);
+            spec.add_nodes(GpuTypeId(1), 1, 2, 8, 64);
+            let config = GavelConfig {
+                name: "test",
+                objective: objectives()[objective],
+                round: DEFAULT_ROUND,
+                reset_interval: DEFAULT_RESET_INTERVAL,
+                seed: 1,
+                placement: Placement::Consolidated,
+                max_pairs: MAX_PAIR_CANDIDATES,
+            };
+            let policy = Gavel::new(config, packed_table(), vec!["fast".into(), "even".into()]);
+            let mut limited = TenantSpec::new("limited");
+            limited.gpu_limit = Some(2);
+            let tenants = vec![TenantSpec::new("t"), limited];
+            let mut e = Engine::new(Cluster::new(spec).unwrap(), tenants, Box::new(policy), 0);
+            let mut specs: Vec<JobSpec> = jobs
+                .iter()
+                .map(|&(at, job_type, gpus, steps, tenant)| {
+                    let mut j = JobSpec::new(0, tenant, Time::from_secs(at), gpus, f64::from(steps) * 1_000.0);
+                    j.job_type = Some(job_type);
+                    j
+                })
+                .collect();
+            specs.sort_by_key(|j| j.arrival);
+            for (i, j) in specs.iter_mut().enumerate() {
+                j.id = JobId(i as u32);
+            }
+            let (mut next, mut step) = (0, 0);
+            while step < 400 {
+                let arrival = specs.get(next).map(|j| j.arrival);
+                let wake = e.next_wakeup();
+                let Some(now) = [arrival, wake].into_iter().flatten().min() else { break };
+                let mut inputs = Vec::new();
+                while specs.get(next).is_some_and(|j| j.arrival == now) {
+                    inputs.push(Input::JobSubmitted(specs[next].clone()));
+                    next += 1;
+                }
+                if wake == Some(now) {
+                    // Now and then the lowest running job finishes just before the round ends.
+                    if finishes[step % finishes.len()] {
+                        if let Some(&id) = e.running().iter().next() {
+                            inputs.push(Input::JobFinished { job: id });
+                        }
+                    }
+                    inputs.push(Input::Wakeup);
+                }
+                e.step(now, Input::Batch(inputs));
+                prop_assert!(e.violations().is_empty(), "{:?}", e.violations());
+                step += 1;
+            }
+        }
     }
 
     #[test]
