@@ -6,6 +6,7 @@ use anyhow::{bail, Result};
 use cotenant_core::topology::Routing;
 use cotenant_core::Layout;
 use cotenant_sim::topology_rates::TopologyRates;
+use cotenant_sim::train_steps::TrainStepTimes;
 use cotenant_sim::RateModel;
 
 use crate::sim_cmd::RunArgs;
@@ -61,11 +62,19 @@ pub fn apply(run: &RunArgs, prepared: &mut Prepared) -> Result<()> {
     Ok(())
 }
 
-/// Wraps `rates` in the topology-aware model when the cluster has a topology.
+/// Wraps `rates` in the topology-aware model when the cluster has a topology. Jobs whose
+/// job type names a training preset (`gpt3-175b`, ...) and that have a layout are timed
+/// by the training model on their placement's links (`sim::train_steps`), on the
+/// cluster's first GPU type.
 pub fn wrap(prepared: &Prepared, rates: Box<dyn RateModel>) -> Box<dyn RateModel> {
-    match prepared.cluster.topology {
-        Some(_) => Box::new(TopologyRates::new(rates)),
-        None => rates,
+    if prepared.cluster.topology.is_none() {
+        return rates;
+    }
+    let topology = TopologyRates::new(rates);
+    let gpu = prepared.cluster.gpu_types.first().map_or("", String::as_str);
+    match TrainStepTimes::new(&prepared.workload.job_types, gpu) {
+        Some(model) => Box::new(topology.with_step_time(Box::new(model))),
+        None => Box::new(topology),
     }
 }
 

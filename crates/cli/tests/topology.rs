@@ -76,3 +76,35 @@ fn topology_runs_report_spread_and_plain_runs_do_not() {
         sim(&["--topology", "torus=2x2x2", "--placement", "torus", "--comm-profile", "fraction=0.3"]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// Mean JCT of `cotenant sim --json` on 64-GPU jobs of job type `job_type`, tensor 8 x
+/// data 8 across two oversubscribed leaves, with or without the topology.
+fn llm_mean_jct(job_type: &str, topology: bool) -> f64 {
+    let synthetic = format!("jobs=12,rate=4/h,seed=1,gpus=64,durations=7200,job-types={job_type}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cotenant"));
+    cmd.arg("sim")
+        .args(["--synthetic", &synthetic, "--cluster", "nodes=64,gpus-per-node=8,gpu=a100"])
+        .args(["--policy", "fifo", "--json", "--comm-profile", "fraction=0.3,tensor=8,pipeline=1"]);
+    if topology {
+        cmd.args(["--topology", "leaf=4,spines=2,oversubscription=4,nic-gbps=200"]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    json["runs"][0]["jct_secs"]["mean"].as_f64().unwrap_or_else(|| panic!("no mean JCT in {json}"))
+}
+
+/// A job type that names a training preset is timed by the training model on its
+/// placement's links (sim::train_steps), not by its stated communication fraction: the
+/// same jobs without a topology run alike whatever their type, and with one the GPT-3
+/// 175B gangs (a 44 GB-per-GPU gradient ring across half-bandwidth uplinks) slow down
+/// by a different amount than the 30% fraction gives an unnamed type.
+#[test]
+fn jobs_that_name_a_model_are_timed_by_the_training_model() {
+    let plain = llm_mean_jct("gpt3-175b", false);
+    assert_eq!(plain, llm_mean_jct("resnet", false));
+    let named = llm_mean_jct("gpt3-175b", true);
+    let fraction = llm_mean_jct("resnet", true);
+    assert!(fraction > plain, "the fraction model slows the spread gangs: {fraction} vs {plain}");
+    assert!(named > fraction, "the training model's ring is slower still: {named} vs {fraction}");
+}

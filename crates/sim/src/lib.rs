@@ -17,6 +17,7 @@ pub mod rates;
 pub mod sharing;
 pub mod synergy_rates;
 pub mod topology_rates;
+pub mod train_steps;
 pub mod usage;
 pub mod variability_rates;
 pub mod varuna_rates;
