@@ -699,7 +699,13 @@ impl<'a> Run<'a> {
         if !self.world[job.index()].running {
             return None;
         }
-        self.visit_stale_times();
+        let mig = self.engine.job(job).and_then(|s| s.mig).map(|slot| slot.place);
+        // A re-rated job that shares its GPUs or holds a MIG slice splits GPUs in parts,
+        // so stale finish times must be stepped on again ([`StaleTimes`]); one that holds
+        // whole GPUs (a host-allocation change, a topology link change) splits exactly.
+        if !partners.is_empty() || mig.is_some() {
+            self.visit_stale_times();
+        }
         let spec = &self.jobs[job.index()];
         let partner_specs: Vec<&JobSpec> = partners.iter().map(|p| &self.jobs[p.index()]).collect();
         let gpus = self.engine.job(job).map(|state| state.gpus.clone()).unwrap_or_default();
@@ -710,7 +716,6 @@ impl<'a> Run<'a> {
             cluster: self.engine.cluster(),
         };
         let rate = self.rates.rate(spec, &placed);
-        let mig = self.engine.job(job).and_then(|s| s.mig).map(|slot| slot.place);
         let parts = gpu_parts(self.world[job.index()].gpus, 1 + partners.len() as u32, mig);
         let world = &mut self.world[job.index()];
         let finish = world.rerate(now, rate, parts, spec.work);
