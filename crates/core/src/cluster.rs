@@ -329,9 +329,9 @@ impl Cluster {
             self.free_mask[node.index()] &= !(1u64 << self.slot_of(g));
         }
         self.sync_nodes_of(gpus);
-        if let Some(mut links) = self.links.take() {
-            links.take(job, gpus, |g| self.node_of(g));
-            self.links = Some(links);
+        if let Some(links) = &mut self.links {
+            let gpu_node = &self.gpu_node;
+            links.take(job, gpus, |g| gpu_node[g.index()]);
         }
     }
 
@@ -352,9 +352,9 @@ impl Cluster {
             self.free_mask[node.index()] |= 1u64 << self.slot_of(g);
         }
         self.sync_nodes_of(gpus);
-        if let Some(mut links) = self.links.take() {
-            links.release(job, gpus, |g| self.node_of(g));
-            self.links = Some(links);
+        if let Some(links) = &mut self.links {
+            let gpu_node = &self.gpu_node;
+            links.release(job, gpus, |g| gpu_node[g.index()]);
         }
     }
 
