@@ -63,10 +63,12 @@ pub fn run(mut args: BenchArgs) -> Result<()> {
     let load_started = Instant::now();
     let mut prepared = prepare(&args.workload)?;
     crate::variability_args::apply(&args.run, &mut prepared)?;
+    crate::topology_args::apply(&args.run, &mut prepared)?;
     let load_secs = load_started.elapsed().as_secs_f64();
     let config = sim_config(&args.run)?;
     crate::faults_args::no_availability(&args.run, "bench")?;
     let rates = crate::faults_args::wrap_rates(&args.run, Box::new(ReferenceRate), &config);
+    let rates = crate::topology_args::wrap(&prepared, rates);
     let rates = crate::variability_args::wrap(&args.run, &prepared, rates)?;
     println!(
         "workload: {} ({} jobs), loaded in {load_secs:.2}s",

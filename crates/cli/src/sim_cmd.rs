@@ -100,7 +100,7 @@ pub struct RunArgs {
     pub availability: Option<PathBuf>,
     /// The cluster's network (docs/topology.md): a TOML file with a [topology] table, or
     /// inline `leaf=32,spines=8,oversubscription=2,nic-gbps=400[,torus=XxYxZ][,...]`. Multi-node
-    /// jobs then run at the rate their placement's links give them (sim only).
+    /// jobs then run at the rate their placement's links give them (sim and bench; sweep refuses it).
     #[arg(long, value_name = "FILE|KEY=VALUE,...")]
     pub topology: Option<String>,
     /// How flows between leaves choose spines: ecmp (hashed; flows on one uplink share it)

@@ -62,6 +62,22 @@ pub fn apply(run: &RunArgs, prepared: &mut Prepared) -> Result<()> {
     Ok(())
 }
 
+/// `cotenant sweep` prepares its cells' clusters elsewhere: the topology flags are refused
+/// there with a sentence rather than ignored.
+pub fn refuse(run: &RunArgs, command: &str) -> Result<()> {
+    let given = [
+        ("--topology", run.topology.is_some()),
+        ("--routing", run.routing.is_some()),
+        ("--comm-profile", run.comm_profile.is_some()),
+    ];
+    match given.iter().find(|(_, on)| *on) {
+        Some((flag, _)) => {
+            bail!("{flag}: only `cotenant sim` and `cotenant bench` model the topology, not `{command}`")
+        }
+        None => Ok(()),
+    }
+}
+
 /// Wraps `rates` in the topology-aware model when the cluster has a topology. Jobs whose
 /// job type names a training preset (`gpt3-175b`, ...) and that have a layout are timed
 /// by the training model on their placement's links (`sim::train_steps`), on the

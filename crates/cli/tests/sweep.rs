@@ -480,6 +480,8 @@ fn bad_inputs_are_errors_naming_the_problem() {
     fails_naming(&run(&["--seeds", "1..x"]), "--seeds 1..x");
     fails_naming(&run(&["--seed", "4"]), "--seeds");
     fails_naming(&run(&["--cells", "3"]), "expected I..J");
+    fails_naming(&run(&["--topology", "leaf=4"]), "--topology: only `cotenant sim` and `cotenant bench`");
+    fails_naming(&run(&["--comm-profile", "fraction=0.3"]), "--comm-profile: only");
     fails_naming(&cotenant(&["sweep", "--synthetic", SYNTHETIC, "--emit", "pbs", out]), "unknown format");
     fails_naming(&cotenant(&["sweep", "--synthetic", SYNTHETIC]), "give --out DIR");
     fails_naming(

@@ -432,6 +432,7 @@ fn run_sim(args: SimSweepArgs) -> Result<()> {
         build_policies(&run, first).with_context(|| describe_options(&sweep.grid, &cell))?;
         sim_config(&run)?;
         crate::faults_args::no_availability(&run, "sweep")?;
+        crate::topology_args::refuse(&run, "sweep")?;
         crate::variability_args::wrap(&run, first, rate_model(&run, first)?)?;
     }
     execute(&sweep.grid, &fixed, &exec, &|cell| sweep.run_cell(cell))
