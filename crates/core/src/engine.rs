@@ -224,6 +224,8 @@ pub struct Engine {
     freed_by_end: bool,
     /// MIG partitions and the jobs in them (`None`: no MIG in this run).
     mig: Option<MigState>,
+    /// Jobs whose progress the world reported since the last pass (`ClusterView::progressed`).
+    progressed: Vec<JobId>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -257,6 +259,7 @@ impl Engine {
             rerate: Vec::new(),
             freed_by_end: false,
             mig: None,
+            progressed: Vec::new(),
         }
     }
 
@@ -353,7 +356,10 @@ impl Engine {
                 trigger.completion = true;
             }
             Input::Progress { job, work_done, rate } => match self.job_mut(job) {
-                Some(state) => state.progress = Progress { done: work_done, rate, at: now },
+                Some(state) => {
+                    state.progress = Progress { done: work_done, rate, at: now };
+                    self.progressed.push(job);
+                }
                 None => self.violations.push(Violation::UnknownJob(job)),
             },
             Input::Evaluated { job, work_done, score } => {
@@ -560,10 +566,12 @@ impl Engine {
             changes: &self.changes,
             jobs: &self.jobs,
             mig: self.mig.as_ref(),
+            progressed: &self.progressed,
         };
         let mut cx = PolicyCx { rng: &mut self.rng };
         let decision = self.policy.schedule(&mut cx, &view);
         self.changes.clear();
+        self.progressed.clear();
         self.apply_decision(now, decision, commands);
         self.wakeup = self.policy.next_round(now).filter(|&at| at > now);
     }

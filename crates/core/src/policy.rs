@@ -158,6 +158,10 @@ pub struct ClusterView<'a> {
     pub(crate) jobs: &'a [Option<JobState>],
     /// MIG geometry, layouts and instance occupants, when the run has MIG.
     pub mig: Option<&'a MigState>,
+    /// Jobs whose progress (`JobState::progress`) the world reported since the
+    /// last pass, in report order, possibly repeated: a policy that caches
+    /// values derived from progress (SRTF's remaining times) refreshes these.
+    pub progressed: &'a [JobId],
 }
 
 impl<'a> ClusterView<'a> {

@@ -178,6 +178,31 @@ pub fn pass_by_key<K: Ord + Copy>(
     preemptive_pass(view, running, queue.iter(), queue.smallest_request(), placement)
 }
 
+/// The preemptive pass from a running-job index (`crate::running`): the
+/// running jobs hold `running_gpus` GPUs in all (the caller has checked
+/// [`settled_is_safe`]); `contested` holds, in key order, the running jobs that
+/// rank at or after the best waiting job, `contested_gpus` GPUs; the others all
+/// stay. Decides exactly as [`preemptive_pass`] over every running job, in
+/// O(contested + jobs examined). With nothing waiting it decides nothing.
+pub(crate) fn pass_contested<K: Ord + Copy>(
+    view: &ClusterView<'_>,
+    running_gpus: u64,
+    contested: &[(K, JobId)],
+    contested_gpus: u64,
+    waiting: impl Iterator<Item = (K, JobId)>,
+    smallest_waiting: Option<u32>,
+    placement: Placement,
+) -> Decision {
+    let mut waiting = waiting.peekable();
+    if waiting.peek().is_none() {
+        // Every running job ranks ahead of every waiting one: all stay.
+        return Decision::default();
+    }
+    // At most `running_gpus`, which fits the GPUs that are up.
+    let settled_gpus = (running_gpus - contested_gpus) as u32;
+    contest(view, settled_gpus, contested, waiting, smallest_waiting, placement)
+}
+
 /// The preemptive pass once the running jobs that rank ahead of every waiting
 /// job are set aside: they hold `settled_gpus` GPUs and all stay (the caller
 /// has checked [`settled_is_safe`] or passes 0 and every running job);
@@ -303,7 +328,7 @@ fn settled_prefix<K: Ord + Copy>(
 /// all, which must fit the GPUs that are up, none holds zero (a pass stops at
 /// zero capacity), and no tenant with a limit holds more than it (the engine
 /// admits no start over a limit; checked rather than assumed).
-fn settled_is_safe(view: &ClusterView<'_>, running_gpus: u64, zero_gpu_jobs: bool) -> bool {
+pub(crate) fn settled_is_safe(view: &ClusterView<'_>, running_gpus: u64, zero_gpu_jobs: bool) -> bool {
     !zero_gpu_jobs
         && running_gpus <= u64::from(view.cluster.up_gpus())
         && !view
@@ -333,90 +358,106 @@ pub fn waiting_after(waiting_before: usize, decision: &Decision) -> usize {
 }
 
 #[cfg(test)]
+/// The pass as it was before running jobs ahead of the best waiting job
+/// were set aside: every running job sorted and merged.
+pub(crate) fn reference_pass<K: Ord + Copy>(
+    view: &ClusterView<'_>,
+    mut running: Vec<(K, JobId)>,
+    waiting: impl Iterator<Item = (K, JobId)>,
+    smallest_waiting: Option<u32>,
+    placement: Placement,
+) -> Decision {
+    running.sort_unstable();
+    let mut decision = Decision::default();
+    let mut capacity = view.cluster.up_gpus();
+    let mut ledger = TenantLedger::new(view);
+    for &(_, id) in &running {
+        ledger.sub(view, id, view.job(id).spec.gpus);
+    }
+    let smallest_waiting = smallest_waiting.unwrap_or(0);
+    let mut keep = vec![false; running.len()];
+    let mut to_start: Vec<JobId> = Vec::new();
+    let mut running_iter = running.iter().copied().enumerate().map(|(i, (k, id))| (k, id, i)).peekable();
+    let mut waiting = waiting.peekable();
+    let mut waiting_examined = 0usize;
+    let mut waiting_cut = false;
+    while capacity > 0 {
+        waiting_cut |= capacity < smallest_waiting || waiting_examined >= SCAN_LIMIT;
+        let next_waiting = if waiting_cut { None } else { waiting.peek() };
+        let take_running = match (running_iter.peek(), next_waiting) {
+            (Some(r), Some(w)) => (r.0, r.1) <= *w,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let next = if take_running {
+            running_iter.next().map(|(_, id, i)| (id, Some(i)))
+        } else {
+            waiting.next().map(|(_, id)| (id, None))
+        };
+        let Some((id, running_index)) = next else { break };
+        if !take_running {
+            waiting_examined += 1;
+        }
+        let gpus = view.job(id).spec.gpus;
+        if let Some(reason) = ledger.check(view, id, gpus) {
+            if !take_running {
+                decision.waiting.push((id, reason));
+            }
+            continue;
+        }
+        if gpus > capacity {
+            if !take_running {
+                decision.waiting.push((id, WaitReason::LowerPriority));
+            }
+            continue;
+        }
+        capacity -= gpus;
+        ledger.add(view, id, gpus);
+        match running_index {
+            Some(i) => keep[i] = true,
+            None => to_start.push(id),
+        }
+    }
+    let mut free = FreeMap::new(view.cluster);
+    for (&(_, id), kept) in running.iter().zip(&keep) {
+        if !kept {
+            free.give_back(&view.job(id).gpus);
+            decision.actions.push(Action::Preempt { job: id });
+        }
+    }
+    for id in to_start {
+        let spec = &view.job(id).spec;
+        match free.place_shaped(spec.gpus, spec.profile.layout, placement, |_| true) {
+            Ok(gpus) => decision.actions.push(Action::Start { job: id, gpus }),
+            Err(reason) => decision.waiting.push((id, reason)),
+        }
+    }
+    decision
+}
+
+/// Asserts that `got` is what the full sort decides from `running` (every
+/// running job with its key now) and the waiting jobs in `queue`: the check a
+/// policy with a running-job index makes at every pass in this crate's tests.
+#[cfg(test)]
+pub(crate) fn assert_as_full_sort<K: Ord + Copy>(
+    view: &ClusterView<'_>,
+    running: Vec<(K, JobId)>,
+    queue: &WaitQueue<K>,
+    placement: Placement,
+    got: &Decision,
+) {
+    let expected = reference_pass(view, running, queue.iter(), queue.smallest_request(), placement);
+    assert_eq!(*got, expected, "the indexed pass at {:?} decides otherwise than the full sort", view.now);
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::queue::WaitQueue;
     use crate::test_world::{case, run};
     use cotenant_core::{JobState, Policy, PolicyCx, Span, Time};
     use proptest::prelude::*;
-
-    /// The pass as it was before running jobs ahead of the best waiting job
-    /// were set aside: every running job sorted and merged.
-    fn reference_pass<K: Ord + Copy>(
-        view: &ClusterView<'_>,
-        mut running: Vec<(K, JobId)>,
-        waiting: impl Iterator<Item = (K, JobId)>,
-        smallest_waiting: Option<u32>,
-        placement: Placement,
-    ) -> Decision {
-        running.sort_unstable();
-        let mut decision = Decision::default();
-        let mut capacity = view.cluster.up_gpus();
-        let mut ledger = TenantLedger::new(view);
-        for &(_, id) in &running {
-            ledger.sub(view, id, view.job(id).spec.gpus);
-        }
-        let smallest_waiting = smallest_waiting.unwrap_or(0);
-        let mut keep = vec![false; running.len()];
-        let mut to_start: Vec<JobId> = Vec::new();
-        let mut running_iter = running.iter().copied().enumerate().map(|(i, (k, id))| (k, id, i)).peekable();
-        let mut waiting = waiting.peekable();
-        let mut waiting_examined = 0usize;
-        let mut waiting_cut = false;
-        while capacity > 0 {
-            waiting_cut |= capacity < smallest_waiting || waiting_examined >= SCAN_LIMIT;
-            let next_waiting = if waiting_cut { None } else { waiting.peek() };
-            let take_running = match (running_iter.peek(), next_waiting) {
-                (Some(r), Some(w)) => (r.0, r.1) <= *w,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            let next = if take_running {
-                running_iter.next().map(|(_, id, i)| (id, Some(i)))
-            } else {
-                waiting.next().map(|(_, id)| (id, None))
-            };
-            let Some((id, running_index)) = next else { break };
-            if !take_running {
-                waiting_examined += 1;
-            }
-            let gpus = view.job(id).spec.gpus;
-            if let Some(reason) = ledger.check(view, id, gpus) {
-                if !take_running {
-                    decision.waiting.push((id, reason));
-                }
-                continue;
-            }
-            if gpus > capacity {
-                if !take_running {
-                    decision.waiting.push((id, WaitReason::LowerPriority));
-                }
-                continue;
-            }
-            capacity -= gpus;
-            ledger.add(view, id, gpus);
-            match running_index {
-                Some(i) => keep[i] = true,
-                None => to_start.push(id),
-            }
-        }
-        let mut free = FreeMap::new(view.cluster);
-        for (&(_, id), kept) in running.iter().zip(&keep) {
-            if !kept {
-                free.give_back(&view.job(id).gpus);
-                decision.actions.push(Action::Preempt { job: id });
-            }
-        }
-        for id in to_start {
-            let spec = &view.job(id).spec;
-            match free.place_shaped(spec.gpus, spec.profile.layout, placement, |_| true) {
-                Ok(gpus) => decision.actions.push(Action::Start { job: id, gpus }),
-                Err(reason) => decision.waiting.push((id, reason)),
-            }
-        }
-        decision
-    }
 
     /// A preemptive policy ranking by `key` (LAS's or SRTF's) that decides with
     /// both passes, asserts they agree, and re-evaluates every 5 minutes.

@@ -16,6 +16,7 @@ pub mod mig_search;
 pub mod miso;
 pub mod queue;
 pub mod registry;
+mod running;
 pub mod sjf;
 pub mod sjf_bsbf;
 pub mod srtf;

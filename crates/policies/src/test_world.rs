@@ -1,6 +1,8 @@
 //! A small random world for driving the engine in tests: jobs run at rate 1
 //! (work = seconds) and report progress when they start, nodes fail and come
-//! back, tenants may have hard limits. Used to check that the fast paths of
+//! back, tenants may have hard limits, and (`jitter`) the world re-reports
+//! some running jobs' progress off the engine's extrapolation, up or down (as a
+//! restore overhead or a re-rate does). Used to check that the fast paths of
 //! the preemptive passes decide exactly as the full ones.
 
 use cotenant_core::{
@@ -17,6 +19,9 @@ pub(crate) struct Case {
     pub jobs: Vec<(u64, u32, u32, f64, bool)>,
     /// (time s, node, up)
     pub node_events: Vec<(u64, u32, bool)>,
+    /// Re-report progress of some running jobs at each step, off by up to a
+    /// quarter of their work either way.
+    pub jitter: bool,
 }
 
 pub(crate) fn case() -> impl Strategy<Value = Case> {
@@ -35,12 +40,13 @@ pub(crate) fn case() -> impl Strategy<Value = Case> {
                 Just(limits),
                 proptest::collection::vec(job, 1..60),
                 proptest::collection::vec(node_event, 0..4),
+                proptest::bool::ANY,
             )
         })
-        .prop_map(|(nodes, gpus_per_node, limits, mut jobs, mut node_events)| {
+        .prop_map(|(nodes, gpus_per_node, limits, mut jobs, mut node_events, jitter)| {
             jobs.sort_by_key(|j| j.0);
             node_events.sort_by_key(|e| e.0);
-            Case { nodes, gpus_per_node, limits, jobs, node_events }
+            Case { nodes, gpus_per_node, limits, jobs, node_events, jitter }
         })
 }
 
@@ -124,6 +130,16 @@ pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) {
                 | Command::Resize { .. }
                 | Command::StartShared { .. }
                 | Command::Allocate { .. } => {}
+            }
+        }
+        if case.jitter {
+            let secs = now.0 / 1_000_000;
+            for (i, at) in started_at.iter().enumerate() {
+                if let Some(at) = at.filter(|_| (secs + i as u64).is_multiple_of(7)) {
+                    let done = specs[i].work - left_s[i] + (now - at).as_secs_f64();
+                    let off = ((secs % 9) as f64 - 4.0) * specs[i].work / 16.0;
+                    reports.push(Input::Progress { job: JobId(i as u32), work_done: done + off, rate: 1.0 });
+                }
             }
         }
         if !reports.is_empty() {

@@ -8,8 +8,9 @@ use cotenant_core::{
     Action, ClusterView, Decision, JobChange, JobId, JobState, Policy, PolicyCx, Span, Time,
 };
 
-use crate::greedy::preemptive_pass;
+use crate::greedy::{pass_contested, preemptive_pass};
 use crate::queue::WaitQueue;
+use crate::running::RunningSet;
 
 const US: u64 = cotenant_core::MICROS_PER_SECOND;
 
@@ -99,6 +100,11 @@ pub struct Tiresias {
     next_seq: i64,
     front_seq: i64,
     next: Option<Time>,
+    /// The jobs in `running` with their GPUs (the totals the settled shortcut needs).
+    running_set: RunningSet,
+    /// The running jobs that rank at or after the best waiting job, refilled
+    /// each pass (kept to reuse its allocation).
+    contested: Vec<(Key, JobId)>,
 }
 
 impl Tiresias {
@@ -123,6 +129,8 @@ impl Tiresias {
             next_seq: 0,
             front_seq: -1,
             next: None,
+            running_set: RunningSet::default(),
+            contested: Vec::new(),
         }
     }
 
@@ -176,6 +184,7 @@ impl Tiresias {
         let job = view.job(id);
         let key = self.jobs[id.index()].key();
         self.running.remove(&(key, id));
+        self.running_set.remove(id);
         if let Some(at) = self.jobs[id.index()].demote_at.take() {
             self.demotions.remove(&(at, id));
         }
@@ -221,6 +230,7 @@ impl Tiresias {
         let Some(&info) = self.jobs.get(id.index()) else { return };
         if info.running {
             self.running.remove(&(info.key(), id));
+            self.running_set.remove(id);
         }
         if let Some(at) = info.demote_at {
             self.demotions.remove(&(at, id));
@@ -254,6 +264,7 @@ impl Tiresias {
                         self.on_start(view, id);
                         let key = self.jobs[id.index()].key();
                         self.running.insert((key, id));
+                        self.running_set.insert(id, view.job(id).spec.gpus);
                     }
                 }
                 JobChange::Completed(id) | JobChange::Ended(id) => {
@@ -367,6 +378,7 @@ impl Tiresias {
             let info = &mut self.jobs[id.index()];
             (info.part, info.seq) = (0, seq);
             self.running.insert((info.key(), id));
+            self.running_set.insert(id, view.job(id).spec.gpus);
         }
         preempted_front.sort_unstable();
         for &(_, id) in preempted_front.iter().rev() {
@@ -405,11 +417,42 @@ impl Policy for Tiresias {
 
     fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
         self.sync(view);
-        // Already in key order: the pass finds it sorted.
-        let mut running: Vec<(Key, JobId)> = self.running.iter().copied().collect();
-        let waiting = self.waiting.iter();
-        let decision =
-            preemptive_pass(view, &mut running, waiting, self.waiting.smallest_request(), self.placement);
+        let (waiting, smallest) = (self.waiting.iter(), self.waiting.smallest_request());
+        let decision = match self.running_set.safe_total(view) {
+            Some(running_gpus) => {
+                // The running set is in key order: the contested jobs are a range of it.
+                self.contested.clear();
+                let mut contested_gpus = 0;
+                if let Some(head) = self.waiting.iter().next() {
+                    for &(key, id) in self.running.range(head..) {
+                        self.contested.push((key, id));
+                        contested_gpus += u64::from(self.running_set.gpus(id));
+                    }
+                }
+                pass_contested(
+                    view,
+                    running_gpus,
+                    &self.contested,
+                    contested_gpus,
+                    waiting,
+                    smallest,
+                    self.placement,
+                )
+            }
+            None => {
+                // Already in key order: the pass finds it sorted.
+                let mut running: Vec<(Key, JobId)> = self.running.iter().copied().collect();
+                preemptive_pass(view, &mut running, waiting, smallest, self.placement)
+            }
+        };
+        #[cfg(test)]
+        crate::greedy::assert_as_full_sort(
+            view,
+            self.running.iter().copied().collect(),
+            &self.waiting,
+            self.placement,
+            &decision,
+        );
         self.apply(view, &decision);
         let promotion = self.promotions.first().map(|&(at, _)| at);
         self.next = [promotion, self.next_demotion(view)].into_iter().flatten().min();
@@ -418,5 +461,32 @@ impl Policy for Tiresias {
 
     fn next_round(&self, _now: Time) -> Option<Time> {
         self.next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_world::{case, run};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+        /// The indexed pass (the contested jobs a range of the ordered running
+        /// set) decides as the full sort at every pass (`assert_as_full_sort`),
+        /// with demotions, promotions, both timers, tenant limits, CPU-only jobs
+        /// and failing nodes.
+        #[test]
+        fn tiresias_range_decides_as_the_full_sort(
+            case in case(),
+            first in 1u64..2000,
+            second in 1u64..20_000,
+            knob in 0u32..4,
+            tiresias_timer in proptest::bool::ANY,
+        ) {
+            let timer = if tiresias_timer { DemotionTimer::Tiresias } else { DemotionTimer::Exact };
+            let thresholds = vec![first, first + second];
+            run(&case, Box::new(Tiresias::new(Placement::Consolidated, thresholds, knob, timer)));
+        }
     }
 }
