@@ -4,7 +4,7 @@
 //! placement, tenant limits and verdicts.
 
 use cotenant_core::placement::{FreeMap, Placement};
-use cotenant_core::{Action, ClusterView, Decision, JobId, JobState, WaitReason};
+use cotenant_core::{Action, ClusterView, Decision, JobId, JobState, TenantId, WaitReason};
 
 use crate::queue::WaitQueue;
 
@@ -23,7 +23,9 @@ impl TenantLedger {
     }
     /// Verdict if taking `gpus` more would break the tenant's hard limit.
     pub(crate) fn check(&self, view: &ClusterView<'_>, id: JobId, gpus: u32) -> Option<WaitReason> {
-        let tenant = view.job(id).spec.tenant;
+        self.check_tenant(view, view.job(id).spec.tenant, gpus)
+    }
+    fn check_tenant(&self, view: &ClusterView<'_>, tenant: TenantId, gpus: u32) -> Option<WaitReason> {
         let limit = view.tenant(tenant).gpu_limit?;
         let held = self.held[tenant.index()];
         (held + gpus > limit).then_some(WaitReason::TenantAtLimit { tenant, held, limit })
@@ -31,6 +33,7 @@ impl TenantLedger {
     pub(crate) fn add(&mut self, view: &ClusterView<'_>, id: JobId, gpus: u32) {
         self.held[view.job(id).spec.tenant.index()] += gpus;
     }
+    #[cfg(test)]
     fn sub(&mut self, view: &ClusterView<'_>, id: JobId, gpus: u32) {
         self.held[view.job(id).spec.tenant.index()] -= gpus;
     }
@@ -220,7 +223,8 @@ fn contest<K: Ord + Copy>(
     let mut ledger = TenantLedger::new(view);
     // The ledger starts from current holdings; running jobs are re-admitted as chosen.
     for &(_, id) in contested.iter() {
-        ledger.sub(view, id, view.job(id).spec.gpus);
+        let spec = &view.job(id).spec;
+        ledger.held[spec.tenant.index()] -= spec.gpus;
     }
     let smallest_waiting = smallest_waiting.unwrap_or(0);
     // keep[i]: the i-th contested running job (in key order) stays.
@@ -247,8 +251,9 @@ fn contest<K: Ord + Copy>(
         if !take_running {
             waiting_examined += 1;
         }
-        let gpus = view.job(id).spec.gpus;
-        if let Some(reason) = ledger.check(view, id, gpus) {
+        let spec = &view.job(id).spec;
+        let (gpus, tenant) = (spec.gpus, spec.tenant);
+        if let Some(reason) = ledger.check_tenant(view, tenant, gpus) {
             if !take_running {
                 decision.waiting.push((id, reason));
             }
@@ -261,7 +266,7 @@ fn contest<K: Ord + Copy>(
             continue;
         }
         capacity -= gpus;
-        ledger.add(view, id, gpus);
+        ledger.held[tenant.index()] += gpus;
         match running_index {
             Some(i) => keep[i] = true,
             None => to_start.push(id),

@@ -15,13 +15,14 @@ use cotenant_core::{ClusterView, JobChange, JobId, JobState};
 #[derive(Clone, Debug)]
 pub struct WaitQueue<K> {
     order: BTreeSet<(K, JobId)>,
-    key_of: BTreeMap<JobId, K>,
+    /// Key of each waiting job, by job index.
+    key_of: Vec<Option<K>>,
     by_size: BTreeMap<u32, u32>,
 }
 
 impl<K> Default for WaitQueue<K> {
     fn default() -> Self {
-        WaitQueue { order: BTreeSet::new(), key_of: BTreeMap::new(), by_size: BTreeMap::new() }
+        WaitQueue { order: BTreeSet::new(), key_of: Vec::new(), by_size: BTreeMap::new() }
     }
 }
 
@@ -45,7 +46,10 @@ impl<K: Ord + Copy> WaitQueue<K> {
     }
 
     pub fn insert(&mut self, id: JobId, key: K, gpus: u32) {
-        if let Some(old) = self.key_of.insert(id, key) {
+        if id.index() >= self.key_of.len() {
+            self.key_of.resize(id.index() + 1, None);
+        }
+        if let Some(old) = self.key_of[id.index()].replace(key) {
             self.order.remove(&(old, id));
         } else {
             *self.by_size.entry(gpus).or_default() += 1;
@@ -54,7 +58,7 @@ impl<K: Ord + Copy> WaitQueue<K> {
     }
 
     pub fn remove(&mut self, id: JobId, gpus: u32) {
-        if let Some(key) = self.key_of.remove(&id) {
+        if let Some(key) = self.key_of.get_mut(id.index()).and_then(Option::take) {
             self.order.remove(&(key, id));
             if let Some(count) = self.by_size.get_mut(&gpus) {
                 *count -= 1;
@@ -67,7 +71,7 @@ impl<K: Ord + Copy> WaitQueue<K> {
 
     /// Changes the key of a waiting job (for example a starvation promotion).
     pub fn rekey(&mut self, id: JobId, key: K) {
-        if let Some(old) = self.key_of.get_mut(&id) {
+        if let Some(old) = self.key_of.get_mut(id.index()).and_then(Option::as_mut) {
             self.order.remove(&(*old, id));
             *old = key;
             self.order.insert((key, id));
@@ -75,7 +79,7 @@ impl<K: Ord + Copy> WaitQueue<K> {
     }
 
     pub fn key(&self, id: JobId) -> Option<K> {
-        self.key_of.get(&id).copied()
+        self.key_of.get(id.index()).copied().flatten()
     }
     pub fn len(&self) -> usize {
         self.order.len()

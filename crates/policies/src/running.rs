@@ -111,7 +111,8 @@ pub(crate) struct SrtfIndex {
     /// Cached key of each running job, by job index.
     cached: Vec<u64>,
     order: BTreeSet<(u64, JobId)>,
-    /// Keys refreshed by the last `contested` (kept to reuse its allocation).
+    /// Jobs the last `contested` found settled after all, with their cached
+    /// and fresh keys (kept to reuse its allocation).
     refreshed: Vec<(u64, u64, JobId)>,
 }
 
@@ -155,8 +156,9 @@ impl SrtfIndex {
 
     /// The running jobs that rank at or after `head` now, in key order, into
     /// `out`; returns their GPUs. Only jobs whose cached key is at or after
-    /// `head` are keyed afresh (a key only falls between refreshes), and their
-    /// cached keys are brought up to date.
+    /// `head` are keyed afresh (a key only falls between refreshes); those that
+    /// rank ahead of `head` after all get their fresh key cached, so that later
+    /// passes skip them (a contested job is keyed afresh at every pass anyway).
     pub(crate) fn contested(
         &mut self,
         view: &ClusterView<'_>,
@@ -170,12 +172,11 @@ impl SrtfIndex {
         for &(cached, id) in self.order.range(head..) {
             let k = key(view.job(id));
             debug_assert!(k <= cached, "{id}: SRTF key rose from {cached} to {k} without a progress report");
-            if k != cached {
-                self.refreshed.push((cached, k, id));
-            }
             if (k, id) >= head {
                 out.push((k, id));
                 gpus += u64::from(self.set.gpus(id));
+            } else {
+                self.refreshed.push((cached, k, id));
             }
         }
         for &(cached, k, id) in &self.refreshed {
@@ -183,7 +184,8 @@ impl SrtfIndex {
             self.order.insert((k, id));
             self.cached[id.index()] = k;
         }
-        out.sort_unstable();
+        // Nearly in order already (keys fall at similar rates): a merge of runs.
+        out.sort();
         gpus
     }
 }
@@ -263,8 +265,8 @@ impl LasIndex {
                 gpus += u64::from(self.set.gpus(id));
             }
         }
-        // A few groups, each already in order.
-        out.sort_unstable();
+        // A few groups, each already in order: the stable sort merges the runs.
+        out.sort();
         gpus
     }
 }
