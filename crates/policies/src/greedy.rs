@@ -7,6 +7,7 @@ use cotenant_core::placement::{FreeMap, Placement};
 use cotenant_core::{Action, ClusterView, Decision, JobId, JobState, TenantId, WaitReason};
 
 use crate::queue::WaitQueue;
+use crate::running::Contested;
 
 /// Most candidates one pass examines (STYLE: a limit on everything). Jobs past
 /// it get no verdict this pass and are examined on the next.
@@ -163,7 +164,11 @@ pub fn preemptive_pass<K: Ord + Copy>(
         None => (0, running),
     };
     contested.sort_unstable();
-    contest(view, settled_gpus, contested, waiting, smallest_waiting, placement)
+    let size = |id: JobId| {
+        let spec = &view.job(id).spec;
+        (spec.gpus, spec.tenant)
+    };
+    contest(view, settled_gpus, contested, waiting, smallest_waiting, placement, size)
 }
 
 /// The preemptive pass of a policy that ranks every job by one key: the running
@@ -182,16 +187,15 @@ pub fn pass_by_key<K: Ord + Copy>(
 }
 
 /// The preemptive pass from a running-job index (`crate::running`): the
-/// running jobs hold `running_gpus` GPUs in all (the caller has checked
-/// [`settled_is_safe`]); `contested` holds, in key order, the running jobs that
-/// rank at or after the best waiting job, `contested_gpus` GPUs; the others all
+/// running jobs hold `contested.running_gpus` GPUs in all (the caller has
+/// checked [`settled_is_safe`]); `contested.jobs` holds, in key order, the
+/// running jobs that rank at or after the best waiting job; the others all
 /// stay. Decides exactly as [`preemptive_pass`] over every running job, in
-/// O(contested + jobs examined). With nothing waiting it decides nothing.
+/// O(contested + jobs examined), reading each examined job's GPUs and tenant
+/// from `contested.sizes`. With nothing waiting it decides nothing.
 pub(crate) fn pass_contested<K: Ord + Copy>(
     view: &ClusterView<'_>,
-    running_gpus: u64,
-    contested: &[(K, JobId)],
-    contested_gpus: u64,
+    contested: Contested<'_, K>,
     waiting: impl Iterator<Item = (K, JobId)>,
     smallest_waiting: Option<u32>,
     placement: Placement,
@@ -202,8 +206,9 @@ pub(crate) fn pass_contested<K: Ord + Copy>(
         return Decision::default();
     }
     // At most `running_gpus`, which fits the GPUs that are up.
-    let settled_gpus = (running_gpus - contested_gpus) as u32;
-    contest(view, settled_gpus, contested, waiting, smallest_waiting, placement)
+    let settled_gpus = (contested.running_gpus - contested.gpus) as u32;
+    let size = |id: JobId| contested.sizes.get(view, id);
+    contest(view, settled_gpus, contested.jobs, waiting, smallest_waiting, placement, size)
 }
 
 /// The preemptive pass once the running jobs that rank ahead of every waiting
@@ -217,14 +222,15 @@ fn contest<K: Ord + Copy>(
     mut waiting: std::iter::Peekable<impl Iterator<Item = (K, JobId)>>,
     smallest_waiting: Option<u32>,
     placement: Placement,
+    size: impl Fn(JobId) -> (u32, TenantId),
 ) -> Decision {
     let mut capacity = view.cluster.up_gpus() - settled_gpus;
     let mut decision = Decision::default();
     let mut ledger = TenantLedger::new(view);
     // The ledger starts from current holdings; running jobs are re-admitted as chosen.
     for &(_, id) in contested.iter() {
-        let spec = &view.job(id).spec;
-        ledger.held[spec.tenant.index()] -= spec.gpus;
+        let (gpus, tenant) = size(id);
+        ledger.held[tenant.index()] -= gpus;
     }
     let smallest_waiting = smallest_waiting.unwrap_or(0);
     // keep[i]: the i-th contested running job (in key order) stays.
@@ -251,8 +257,7 @@ fn contest<K: Ord + Copy>(
         if !take_running {
             waiting_examined += 1;
         }
-        let spec = &view.job(id).spec;
-        let (gpus, tenant) = (spec.gpus, spec.tenant);
+        let (gpus, tenant) = size(id);
         if let Some(reason) = ledger.check_tenant(view, tenant, gpus) {
             if !take_running {
                 decision.waiting.push((id, reason));

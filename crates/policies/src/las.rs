@@ -5,7 +5,7 @@ use cotenant_core::{ClusterView, Decision, JobId, JobState, Policy, PolicyCx, Sp
 
 use crate::greedy::{pass_by_key, pass_contested, waiting_after};
 use crate::queue::WaitQueue;
-use crate::running::LasIndex;
+use crate::running::{Contested, JobSizes, LasIndex};
 
 /// All active jobs ranked by attained service in GPU-seconds (fewest first).
 /// Running jobs gain service continuously, so besides arrivals and completions
@@ -21,6 +21,7 @@ pub struct Las {
     pub quantum: Span,
     queue: WaitQueue<u64>,
     index: LasIndex,
+    sizes: JobSizes,
     /// Running jobs with their keys, refilled each pass (kept to reuse its allocation).
     running: Vec<(u64, JobId)>,
     next: Option<Time>,
@@ -33,6 +34,7 @@ impl Las {
             quantum,
             queue: WaitQueue::default(),
             index: LasIndex::default(),
+            sizes: JobSizes::default(),
             running: Vec::new(),
             next: None,
         }
@@ -49,6 +51,7 @@ impl Policy for Las {
         let attained = |job: &JobState| job.attained_gpu_us(now);
         self.queue.sync(view, attained);
         self.index.sync(view);
+        self.sizes.sync(view);
         let decision = match self.index.set.settled_total(view) {
             Some(running_gpus) => {
                 self.running.clear();
@@ -59,9 +62,7 @@ impl Policy for Las {
                 let (waiting, smallest) = (self.queue.iter(), self.queue.smallest_request());
                 pass_contested(
                     view,
-                    running_gpus,
-                    &self.running,
-                    contested_gpus,
+                    Contested { running_gpus, jobs: &self.running, gpus: contested_gpus, sizes: &self.sizes },
                     waiting,
                     smallest,
                     self.placement,

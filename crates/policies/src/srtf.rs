@@ -5,7 +5,7 @@ use cotenant_core::{ClusterView, Decision, JobId, JobState, Policy, PolicyCx, Ti
 
 use crate::greedy::{pass_by_key, pass_contested};
 use crate::queue::WaitQueue;
-use crate::running::SrtfIndex;
+use crate::running::{Contested, JobSizes, SrtfIndex};
 
 /// All active jobs ranked by remaining run time (estimate x fraction of work
 /// left); the shortest that fit run, running jobs that fall out are
@@ -20,6 +20,7 @@ pub struct Srtf {
     pub placement: Placement,
     queue: WaitQueue<u64>,
     index: SrtfIndex,
+    sizes: JobSizes,
     /// Running jobs with their keys, refilled each pass (kept to reuse its allocation).
     running: Vec<(u64, JobId)>,
 }
@@ -44,6 +45,7 @@ impl Policy for Srtf {
         let key = |job: &JobState| remaining_us(job, now);
         self.queue.sync(view, key);
         self.index.sync(view, key);
+        self.sizes.sync(view);
         let decision = match self.index.set.settled_total(view) {
             Some(running_gpus) => {
                 self.running.clear();
@@ -54,9 +56,7 @@ impl Policy for Srtf {
                 let (waiting, smallest) = (self.queue.iter(), self.queue.smallest_request());
                 pass_contested(
                     view,
-                    running_gpus,
-                    &self.running,
-                    contested_gpus,
+                    Contested { running_gpus, jobs: &self.running, gpus: contested_gpus, sizes: &self.sizes },
                     waiting,
                     smallest,
                     self.placement,

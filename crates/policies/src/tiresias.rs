@@ -10,7 +10,7 @@ use cotenant_core::{
 
 use crate::greedy::{pass_contested, preemptive_pass};
 use crate::queue::WaitQueue;
-use crate::running::RunningSet;
+use crate::running::{Contested, JobSizes, RunningSet};
 
 const US: u64 = cotenant_core::MICROS_PER_SECOND;
 
@@ -105,6 +105,7 @@ pub struct Tiresias {
     /// The running jobs that rank at or after the best waiting job, refilled
     /// each pass (kept to reuse its allocation).
     contested: Vec<(Key, JobId)>,
+    sizes: JobSizes,
 }
 
 impl Tiresias {
@@ -131,6 +132,7 @@ impl Tiresias {
             next: None,
             running_set: RunningSet::default(),
             contested: Vec::new(),
+            sizes: JobSizes::default(),
         }
     }
 
@@ -417,6 +419,7 @@ impl Policy for Tiresias {
 
     fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
         self.sync(view);
+        self.sizes.sync(view);
         let (waiting, smallest) = (self.waiting.iter(), self.waiting.smallest_request());
         let decision = match self.running_set.safe_total(view) {
             Some(running_gpus) => {
@@ -431,9 +434,12 @@ impl Policy for Tiresias {
                 }
                 pass_contested(
                     view,
-                    running_gpus,
-                    &self.contested,
-                    contested_gpus,
+                    Contested {
+                        running_gpus,
+                        jobs: &self.contested,
+                        gpus: contested_gpus,
+                        sizes: &self.sizes,
+                    },
                     waiting,
                     smallest,
                     self.placement,
