@@ -1,11 +1,10 @@
 //! Least attained service, preemptive, re-evaluated every quantum.
 
 use cotenant_core::placement::Placement;
-use cotenant_core::{ClusterView, Decision, JobId, JobState, Policy, PolicyCx, Span, Time};
+use cotenant_core::{ClusterView, Decision, JobState, Policy, PolicyCx, Span, Time};
 
-use crate::greedy::{pass_by_key, pass_contested, waiting_after};
-use crate::queue::WaitQueue;
-use crate::running::{Contested, JobSizes, LasIndex};
+use crate::greedy::waiting_after;
+use crate::running::{LasIndex, Ranked};
 
 /// All active jobs ranked by attained service in GPU-seconds (fewest first).
 /// Running jobs gain service continuously, so besides arrivals and completions
@@ -19,25 +18,13 @@ use crate::running::{Contested, JobSizes, LasIndex};
 pub struct Las {
     pub placement: Placement,
     pub quantum: Span,
-    queue: WaitQueue<u64>,
-    index: LasIndex,
-    sizes: JobSizes,
-    /// Running jobs with their keys, refilled each pass (kept to reuse its allocation).
-    running: Vec<(u64, JobId)>,
+    state: Ranked<LasIndex>,
     next: Option<Time>,
 }
 
 impl Las {
     pub fn new(placement: Placement, quantum: Span) -> Las {
-        Las {
-            placement,
-            quantum,
-            queue: WaitQueue::default(),
-            index: LasIndex::default(),
-            sizes: JobSizes::default(),
-            running: Vec::new(),
-            next: None,
-        }
+        Las { placement, quantum, state: Ranked::default(), next: None }
     }
 }
 
@@ -48,37 +35,8 @@ impl Policy for Las {
 
     fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
         let now = view.now;
-        let attained = |job: &JobState| job.attained_gpu_us(now);
-        self.queue.sync(view, attained);
-        self.index.sync(view);
-        self.sizes.sync(view);
-        let decision = match self.index.set.settled_total(view) {
-            Some(running_gpus) => {
-                self.running.clear();
-                let contested_gpus = match self.queue.iter().next() {
-                    Some(head) => self.index.contested(view, head, &mut self.running),
-                    None => 0,
-                };
-                let (waiting, smallest) = (self.queue.iter(), self.queue.smallest_request());
-                pass_contested(
-                    view,
-                    Contested { running_gpus, jobs: &self.running, gpus: contested_gpus, sizes: &self.sizes },
-                    waiting,
-                    smallest,
-                    self.placement,
-                )
-            }
-            None => pass_by_key(view, &mut self.running, attained, &self.queue, self.placement),
-        };
-        #[cfg(test)]
-        crate::greedy::assert_as_full_sort(
-            view,
-            view.running_jobs().map(|job| (attained(job), job.id())).collect(),
-            &self.queue,
-            self.placement,
-            &decision,
-        );
-        let still_waiting = waiting_after(self.queue.len(), &decision) > 0;
+        let decision = self.state.pass(view, |job: &JobState| job.attained_gpu_us(now), self.placement);
+        let still_waiting = waiting_after(self.state.queue.len(), &decision) > 0;
         self.next = (still_waiting && self.quantum > Span::ZERO).then(|| now + self.quantum);
         decision
     }

@@ -20,9 +20,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cotenant_core::{ClusterView, JobChange, JobId, JobState, TenantId};
+use cotenant_core::placement::Placement;
+use cotenant_core::{ClusterView, Decision, JobChange, JobId, JobState, TenantId, Time};
 
-use crate::greedy::settled_is_safe;
+use crate::greedy::{pass_by_key, pass_contested, settled_is_safe};
+use crate::queue::WaitQueue;
 
 /// Requested GPUs and tenant of every job submitted, by job index: what a pass
 /// reads of each job it examines, in 8 bytes a job instead of its `JobState`
@@ -150,6 +152,93 @@ impl RunningSet {
     }
 }
 
+/// SRTF's key: remaining run time in µs (`u64::MAX` without an estimate).
+pub(crate) fn remaining_us(job: &JobState, now: Time) -> u64 {
+    job.remaining_estimate(now).map_or(u64::MAX, |s| s.0)
+}
+
+/// A running-job index of a policy that ranks every job by one `u64` key.
+pub(crate) trait KeyIndex {
+    /// Applies the change log (and what else the key depends on) since the last pass.
+    fn sync(&mut self, view: &ClusterView<'_>);
+    fn set(&self) -> &RunningSet;
+    /// The running jobs whose `(key, id)` is at or after `head` now, in key
+    /// order, into `out`; returns their GPUs.
+    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<(u64, JobId)>) -> u64;
+}
+
+impl KeyIndex for SrtfIndex {
+    fn sync(&mut self, view: &ClusterView<'_>) {
+        SrtfIndex::sync(self, view);
+    }
+    fn set(&self) -> &RunningSet {
+        &self.set
+    }
+    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<(u64, JobId)>) -> u64 {
+        SrtfIndex::contested(self, view, head, out)
+    }
+}
+
+impl KeyIndex for LasIndex {
+    fn sync(&mut self, view: &ClusterView<'_>) {
+        LasIndex::sync(self, view);
+    }
+    fn set(&self) -> &RunningSet {
+        &self.set
+    }
+    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<(u64, JobId)>) -> u64 {
+        LasIndex::contested(self, view, head, out)
+    }
+}
+
+/// What a policy that ranks every job by one key keeps between passes: its
+/// waiting queue, its running-job index, the jobs' sizes and a buffer.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Ranked<I> {
+    pub(crate) queue: WaitQueue<u64>,
+    index: I,
+    sizes: JobSizes,
+    running: Vec<(u64, JobId)>,
+}
+
+impl<I: KeyIndex> Ranked<I> {
+    /// One preemptive pass: the indexes synced from the view, then the
+    /// contested running jobs only (`greedy::pass_contested`), or every running
+    /// job keyed by `key` and sorted when that shortcut is not safe. In this
+    /// crate's tests every pass is checked against the full sort.
+    pub(crate) fn pass(
+        &mut self,
+        view: &ClusterView<'_>,
+        key: impl Fn(&JobState) -> u64,
+        placement: Placement,
+    ) -> Decision {
+        self.queue.sync(view, &key);
+        self.index.sync(view);
+        self.sizes.sync(view);
+        let decision = match self.index.set().settled_total(view) {
+            Some(running_gpus) => {
+                self.running.clear();
+                let gpus = match self.queue.iter().next() {
+                    Some(head) => self.index.contested(view, head, &mut self.running),
+                    None => 0,
+                };
+                let contested = Contested { running_gpus, jobs: &self.running, gpus, sizes: &self.sizes };
+                pass_contested(view, contested, self.queue.iter(), self.queue.smallest_request(), placement)
+            }
+            None => pass_by_key(view, &mut self.running, &key, &self.queue, placement),
+        };
+        #[cfg(test)]
+        crate::greedy::assert_as_full_sort(
+            view,
+            view.running_jobs().map(|job| (key(job), job.id())).collect(),
+            &self.queue,
+            placement,
+            &decision,
+        );
+        decision
+    }
+}
+
 /// SRTF's running jobs by cached remaining time (an upper bound on the key now).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SrtfIndex {
@@ -164,8 +253,9 @@ pub(crate) struct SrtfIndex {
 
 impl SrtfIndex {
     /// Applies the change log and the progress reports: a job that started,
-    /// was resized or reported progress gets its key afresh from `key`.
-    pub(crate) fn sync(&mut self, view: &ClusterView<'_>, key: impl Fn(&JobState) -> u64) {
+    /// was resized or reported progress gets its key afresh.
+    fn sync(&mut self, view: &ClusterView<'_>) {
+        let key = |job: &JobState| remaining_us(job, view.now);
         for &change in view.changes {
             match (self.set.apply(view, change), change) {
                 (Some(true), JobChange::Started(id)) => {
@@ -205,13 +295,8 @@ impl SrtfIndex {
     /// `head` are keyed afresh (a key only falls between refreshes); those that
     /// rank ahead of `head` after all get their fresh key cached, so that later
     /// passes skip them (a contested job is keyed afresh at every pass anyway).
-    pub(crate) fn contested(
-        &mut self,
-        view: &ClusterView<'_>,
-        head: (u64, JobId),
-        key: impl Fn(&JobState) -> u64,
-        out: &mut Vec<(u64, JobId)>,
-    ) -> u64 {
+    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<(u64, JobId)>) -> u64 {
+        let key = |job: &JobState| remaining_us(job, view.now);
         out.clear();
         self.refreshed.clear();
         let mut gpus = 0;
@@ -249,7 +334,7 @@ pub(crate) struct LasIndex {
 
 impl LasIndex {
     /// Applies the change log: a job that started or was resized gets its line afresh.
-    pub(crate) fn sync(&mut self, view: &ClusterView<'_>) {
+    fn sync(&mut self, view: &ClusterView<'_>) {
         for &change in view.changes {
             match (self.set.apply(view, change), change) {
                 (Some(true), JobChange::Started(id)) => self.insert(view.job(id)),
@@ -291,12 +376,7 @@ impl LasIndex {
 
     /// The running jobs whose `(attained, id)` is at or after `head` at
     /// `view.now`, in key order, into `out`; returns their GPUs.
-    pub(crate) fn contested(
-        &self,
-        view: &ClusterView<'_>,
-        head: (u64, JobId),
-        out: &mut Vec<(u64, JobId)>,
-    ) -> u64 {
+    fn contested(&self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<(u64, JobId)>) -> u64 {
         out.clear();
         let now = i128::from(view.now.0);
         let mut gpus = 0;

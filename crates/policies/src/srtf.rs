@@ -1,11 +1,9 @@
 //! Shortest remaining time first, preemptive.
 
 use cotenant_core::placement::Placement;
-use cotenant_core::{ClusterView, Decision, JobId, JobState, Policy, PolicyCx, Time};
+use cotenant_core::{ClusterView, Decision, JobState, Policy, PolicyCx};
 
-use crate::greedy::{pass_by_key, pass_contested};
-use crate::queue::WaitQueue;
-use crate::running::{Contested, JobSizes, SrtfIndex};
+use crate::running::{remaining_us, Ranked, SrtfIndex};
 
 /// All active jobs ranked by remaining run time (estimate x fraction of work
 /// left); the shortest that fit run, running jobs that fall out are
@@ -18,21 +16,13 @@ use crate::running::{Contested, JobSizes, SrtfIndex};
 #[derive(Clone, Debug, Default)]
 pub struct Srtf {
     pub placement: Placement,
-    queue: WaitQueue<u64>,
-    index: SrtfIndex,
-    sizes: JobSizes,
-    /// Running jobs with their keys, refilled each pass (kept to reuse its allocation).
-    running: Vec<(u64, JobId)>,
+    state: Ranked<SrtfIndex>,
 }
 
 impl Srtf {
     pub fn new(placement: Placement) -> Srtf {
         Srtf { placement, ..Srtf::default() }
     }
-}
-
-fn remaining_us(job: &JobState, now: Time) -> u64 {
-    job.remaining_estimate(now).map_or(u64::MAX, |s| s.0)
 }
 
 impl Policy for Srtf {
@@ -42,37 +32,7 @@ impl Policy for Srtf {
 
     fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
         let now = view.now;
-        let key = |job: &JobState| remaining_us(job, now);
-        self.queue.sync(view, key);
-        self.index.sync(view, key);
-        self.sizes.sync(view);
-        let decision = match self.index.set.settled_total(view) {
-            Some(running_gpus) => {
-                self.running.clear();
-                let contested_gpus = match self.queue.iter().next() {
-                    Some(head) => self.index.contested(view, head, key, &mut self.running),
-                    None => 0,
-                };
-                let (waiting, smallest) = (self.queue.iter(), self.queue.smallest_request());
-                pass_contested(
-                    view,
-                    Contested { running_gpus, jobs: &self.running, gpus: contested_gpus, sizes: &self.sizes },
-                    waiting,
-                    smallest,
-                    self.placement,
-                )
-            }
-            None => pass_by_key(view, &mut self.running, key, &self.queue, self.placement),
-        };
-        #[cfg(test)]
-        crate::greedy::assert_as_full_sort(
-            view,
-            view.running_jobs().map(|job| (key(job), job.id())).collect(),
-            &self.queue,
-            self.placement,
-            &decision,
-        );
-        decision
+        self.state.pass(view, |job: &JobState| remaining_us(job, now), self.placement)
     }
 }
 
