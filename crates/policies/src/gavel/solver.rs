@@ -182,70 +182,153 @@ fn floor_coef<'a>(p: &Problem<'a>) -> Option<&'a [f64]> {
     }
 }
 
+/// The number of GPU types, known at compile time for the common counts (1-4)
+/// so that the per-job loops unroll and keep a job's block in registers. The
+/// generic code performs the same floating-point operations in the same order
+/// for every `Dim`, so results are bit-for-bit those of the runtime-sized path.
+trait Dim: Copy {
+    fn n(self) -> usize;
+}
+
+/// A compile-time type count.
+#[derive(Clone, Copy)]
+struct Fixed<const N: usize>;
+
+impl<const N: usize> Dim for Fixed<N> {
+    #[inline(always)]
+    fn n(self) -> usize {
+        N
+    }
+}
+
+/// Any other type count.
+#[derive(Clone, Copy)]
+struct Runtime(usize);
+
+impl Dim for Runtime {
+    #[inline(always)]
+    fn n(self) -> usize {
+        self.0
+    }
+}
+
+/// Runs `$body` with `$d` bound to the `Dim` for `$n` types.
+macro_rules! with_dim {
+    ($n:expr, $d:ident => $body:expr) => {
+        match $n {
+            1 => {
+                let $d = Fixed::<1>;
+                $body
+            }
+            2 => {
+                let $d = Fixed::<2>;
+                $body
+            }
+            3 => {
+                let $d = Fixed::<3>;
+                $body
+            }
+            4 => {
+                let $d = Fixed::<4>;
+                $body
+            }
+            n => {
+                let $d = Runtime(n);
+                $body
+            }
+        }
+    };
+}
+
 /// Writes `h - G z` into `s`; false if some slack is not strictly positive.
 fn slacks_into(p: &Problem<'_>, x: &[f64], t: f64, s: &mut [f64]) -> bool {
-    let (m, n) = (p.jobs, p.types);
+    with_dim!(p.types, d => slacks_into_dim(d, p, x, t, s))
+}
+
+fn slacks_into_dim<D: Dim>(d: D, p: &Problem<'_>, x: &[f64], t: f64, s: &mut [f64]) -> bool {
+    let (m, n) = (p.jobs, d.n());
     let (sx, rest) = s.split_at_mut(m * n);
     let (cap, rest) = rest.split_at_mut(n);
     let (row, floor) = rest.split_at_mut(m);
     sx.copy_from_slice(x);
     cap.copy_from_slice(p.capacity);
-    for i in 0..m {
-        let xi = &x[i * n..(i + 1) * n];
+    let coef = floor_coef(p);
+    for (i, (xi, scale)) in x.chunks_exact(n).zip(p.scale).enumerate() {
         let mut used = 0.0;
-        for (j, v) in xi.iter().enumerate() {
-            cap[j] -= p.scale[i] * v;
+        for (c, v) in cap.iter_mut().zip(xi) {
+            *c -= scale * v;
             used += v;
         }
         row[i] = 1.0 - used;
-        match p.floor {
-            Floor::None => {}
-            Floor::MaxMin { coef } => floor[i] = dot(&coef[i * n..(i + 1) * n], xi) - t,
-            Floor::Bounds { coef, lower } => floor[i] = dot(&coef[i * n..(i + 1) * n], xi) - lower[i],
+        match (p.floor, coef) {
+            (Floor::MaxMin { .. }, Some(c)) => floor[i] = dot(&c[i * n..(i + 1) * n], xi) - t,
+            (Floor::Bounds { lower, .. }, Some(c)) => floor[i] = dot(&c[i * n..(i + 1) * n], xi) - lower[i],
+            _ => {}
         }
     }
-    s.iter().all(|v| *v > 0.0)
+    all_positive(s)
+}
+
+/// Whether every entry is `> 0` (four lanes at a time; the answer does not
+/// depend on the order).
+fn all_positive(v: &[f64]) -> bool {
+    let mut chunks = v.chunks_exact(4);
+    for c in &mut chunks {
+        if !((c[0] > 0.0) & (c[1] > 0.0) & (c[2] > 0.0) & (c[3] > 0.0)) {
+            return false;
+        }
+    }
+    chunks.remainder().iter().all(|v| *v > 0.0)
 }
 
 /// `ds = -G (dx, dt)`: how the slacks change along a step.
 fn slack_change(p: &Problem<'_>, dx: &[f64], dt: f64, ds: &mut [f64]) {
-    let (m, n) = (p.jobs, p.types);
+    with_dim!(p.types, d => slack_change_dim(d, p, dx, dt, ds))
+}
+
+fn slack_change_dim<D: Dim>(d: D, p: &Problem<'_>, dx: &[f64], dt: f64, ds: &mut [f64]) {
+    let (m, n) = (p.jobs, d.n());
     let (sx, rest) = ds.split_at_mut(m * n);
     let (cap, rest) = rest.split_at_mut(n);
     let (row, floor) = rest.split_at_mut(m);
     sx.copy_from_slice(dx);
     cap.fill(0.0);
-    for i in 0..m {
-        let di = &dx[i * n..(i + 1) * n];
+    let coef = floor_coef(p);
+    for (i, (di, scale)) in dx.chunks_exact(n).zip(p.scale).enumerate() {
         let mut used = 0.0;
-        for (j, d) in di.iter().enumerate() {
-            cap[j] -= p.scale[i] * d;
-            used += d;
+        for (c, v) in cap.iter_mut().zip(di) {
+            *c -= scale * v;
+            used += v;
         }
         row[i] = -used;
-        match p.floor {
-            Floor::None => {}
-            Floor::MaxMin { coef } => floor[i] = dot(&coef[i * n..(i + 1) * n], di) - dt,
-            Floor::Bounds { coef, .. } => floor[i] = dot(&coef[i * n..(i + 1) * n], di),
+        match (p.floor, coef) {
+            (Floor::MaxMin { .. }, Some(c)) => floor[i] = dot(&c[i * n..(i + 1) * n], di) - dt,
+            (Floor::Bounds { .. }, Some(c)) => floor[i] = dot(&c[i * n..(i + 1) * n], di),
+            _ => {}
         }
     }
 }
 
 /// `G^T v`: the x part into `gx`, the t part returned (0 without MaxMin).
 fn transpose_apply(p: &Problem<'_>, v: &[f64], gx: &mut [f64]) -> f64 {
-    let (m, n) = (p.jobs, p.types);
+    with_dim!(p.types, d => transpose_apply_dim(d, p, v, gx))
+}
+
+fn transpose_apply_dim<D: Dim>(d: D, p: &Problem<'_>, v: &[f64], gx: &mut [f64]) -> f64 {
+    let (m, n) = (p.jobs, d.n());
     let (vx, rest) = v.split_at(m * n);
     let (cap, rest) = rest.split_at(n);
     let (row, floor) = rest.split_at(m);
     let coef = floor_coef(p);
     for i in 0..m {
-        for (j, cap_j) in cap.iter().enumerate() {
-            let k = i * n + j;
-            let mut g = -vx[k] + p.scale[i] * cap_j + row[i];
+        let (vi, gi) = (&vx[i * n..(i + 1) * n], &mut gx[i * n..(i + 1) * n]);
+        let (scale, row) = (p.scale[i], row[i]);
+        for j in 0..n {
+            let mut g = -vi[j] + scale * cap[j] + row;
             if let Some(c) = coef {
-                g -= c[k] * floor[i];
+                g -= c[i * n + j] * floor[i];
             }
-            gx[k] = g;
+            gi[j] = g;
         }
     }
     if matches!(p.floor, Floor::MaxMin { .. }) {
@@ -256,8 +339,20 @@ fn transpose_apply(p: &Problem<'_>, v: &[f64], gx: &mut [f64]) -> f64 {
 }
 
 /// Largest `alpha` keeping `v + alpha dv > 0` (infinite if nothing decreases).
+/// The minimum of the ratios does not depend on the order they are taken in
+/// (none is NaN: `v > 0` and `d < 0`), so four lanes run side by side.
 fn step_to_boundary(v: &[f64], dv: &[f64]) -> f64 {
-    v.iter().zip(dv).filter(|(_, d)| **d < 0.0).map(|(v, d)| v / -d).fold(f64::INFINITY, f64::min)
+    let ratio = |v: f64, d: f64| if d < 0.0 { v / -d } else { f64::INFINITY };
+    let mut lanes = [f64::INFINITY; 4];
+    let (vc, dc) = (v.chunks_exact(4), dv.chunks_exact(4));
+    let (vr, dr) = (vc.remainder(), dc.remainder());
+    for (v, d) in vc.zip(dc) {
+        for k in 0..4 {
+            lanes[k] = lanes[k].min(ratio(v[k], d[k]));
+        }
+    }
+    let tail = vr.iter().zip(dr).map(|(v, d)| ratio(*v, *d)).fold(f64::INFINITY, f64::min);
+    lanes.iter().fold(tail, |a, b| a.min(*b))
 }
 
 /// Buffers reused across iterations (no allocation inside the loops).
@@ -401,15 +496,21 @@ impl State {
     /// Factors `G^T diag(w) G` into `work.kkt` and, for MaxMin, prepares the
     /// t column; returns the Schur denominator for t (0 without MaxMin).
     fn factor(p: &Problem<'_>, work: &mut Work) -> f64 {
-        let (m, n) = (p.jobs, p.types);
-        work.kkt.factor(p, &work.w);
+        with_dim!(p.types, d => State::factor_dim(d, p, work))
+    }
+
+    fn factor_dim<D: Dim>(d: D, p: &Problem<'_>, work: &mut Work) -> f64 {
+        let (m, n) = (p.jobs, d.n());
+        work.kkt.factor_dim(d, p, &work.w);
         let Floor::MaxMin { coef } = p.floor else { return 0.0 };
         let wf = &work.w[m * n + n + m..];
-        for k in 0..m * n {
-            work.h[k] = -coef[k] * wf[k / n];
+        for (i, (h, c)) in work.h.chunks_exact_mut(n).zip(coef.chunks_exact(n)).enumerate() {
+            for (h, c) in h.iter_mut().zip(c) {
+                *h = -c * wf[i];
+            }
         }
         // The capacity coupling `u^T S^{-1} u` of the t column comes with its solve.
-        let coupling = work.kkt.solve(p, &work.h, &mut work.b);
+        let coupling = work.kkt.solve_dim(d, p, &work.h, &mut work.b);
         // The Schur complement of t, `H_tt - H_xt^T H_xx^{-1} H_xt`, summed
         // from nonnegative terms (subtracting the two sides directly loses
         // every digit once the floor weights are large): per job
@@ -673,7 +774,9 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// The x-block of `G^T diag(w) G`: block-diagonal per job (`diag(w_x) +
 /// w_row 1 1^T + w_floor coef_i coef_i^T`) plus one rank-one term per GPU
 /// type (`w_cap_j a_j a_j^T`, `a_j` the scale factors on type j's cells),
-/// inverted with the Woodbury identity.
+/// inverted with the Woodbury identity. Factoring and solving cost
+/// O(jobs * types^3) and O(jobs * types^2): the capacity rows couple the jobs
+/// only through the `types x types` Schur complement.
 struct Kkt {
     m: usize,
     n: usize,
@@ -681,16 +784,30 @@ struct Kkt {
     block_inv: Vec<f64>,
     /// Cholesky factor of the n x n capacity Schur complement.
     schur: Vec<f64>,
-    block: Vec<f64>,
+}
+
+/// A buffer of `len` numbers on the stack when it fits in `SMALL_TYPES^2`.
+macro_rules! scratch {
+    ($name:ident, $len:expr) => {
+        let mut stack = [0.0; SMALL_TYPES * SMALL_TYPES];
+        let mut heap = Vec::new();
+        let len = $len;
+        let $name: &mut [f64] = if len <= stack.len() {
+            &mut stack[..len]
+        } else {
+            heap.resize(len, 0.0);
+            &mut heap
+        };
+    };
 }
 
 impl Kkt {
     fn new(m: usize, n: usize) -> Kkt {
-        Kkt { m, n, block_inv: vec![0.0; m * n * n], schur: vec![0.0; n * n], block: vec![0.0; n * n] }
+        Kkt { m, n, block_inv: vec![0.0; m * n * n], schur: vec![0.0; n * n] }
     }
 
-    fn factor(&mut self, p: &Problem<'_>, w: &[f64]) {
-        let (m, n) = (self.m, self.n);
+    fn factor_dim<D: Dim>(&mut self, d: D, p: &Problem<'_>, w: &[f64]) {
+        let (m, n) = (self.m, d.n());
         let coef = floor_coef(p);
         let (wx, rest) = w.split_at(m * n);
         let (wcap, rest) = rest.split_at(n);
@@ -699,8 +816,10 @@ impl Kkt {
         for (j, w) in wcap.iter().enumerate() {
             self.schur[j * n + j] = 1.0 / w;
         }
-        for i in 0..m {
+        scratch!(block, n * n);
+        for (i, inv) in self.block_inv.chunks_exact_mut(n * n).enumerate() {
             let r = wrow[i];
+            let wxi = &wx[i * n..(i + 1) * n];
             for a in 0..n {
                 for b in 0..n {
                     let mut v = r;
@@ -708,58 +827,64 @@ impl Kkt {
                         v += c[i * n + a] * c[i * n + b] * wfloor[i];
                     }
                     if a == b {
-                        v += wx[i * n + a];
+                        v += wxi[a];
                     }
-                    self.block[a * n + b] = v;
+                    block[a * n + b] = v;
                 }
             }
-            let inv = &mut self.block_inv[i * n * n..(i + 1) * n * n];
-            invert_spd(&self.block, n, inv);
+            invert_spd(d, block, inv);
             let s2 = p.scale[i] * p.scale[i];
             for (acc, v) in self.schur.iter_mut().zip(inv.iter()) {
                 *acc += s2 * v;
             }
         }
-        cholesky(&mut self.schur, n);
+        cholesky(d, &mut self.schur);
     }
 
     /// Solves H_xx out = rhs. Returns the right-hand side's capacity coupling
     /// `|L^{-1} u|^2`, with `u = sum_i scale_i K_i^{-1} rhs_i` and L the factor
     /// of the Schur complement (what the max-min t column needs).
     fn solve(&self, p: &Problem<'_>, rhs: &[f64], out: &mut [f64]) -> f64 {
-        let (m, n) = (self.m, self.n);
-        let mut u = [0.0; SMALL_TYPES];
-        let mut big = Vec::new();
-        let u: &mut [f64] = if n <= SMALL_TYPES {
-            &mut u[..n]
-        } else {
-            big.resize(n, 0.0);
-            &mut big
-        };
-        for i in 0..m {
-            let inv = &self.block_inv[i * n * n..(i + 1) * n * n];
+        with_dim!(self.n, d => self.solve_dim(d, p, rhs, out))
+    }
+
+    fn solve_dim<D: Dim>(&self, d: D, p: &Problem<'_>, rhs: &[f64], out: &mut [f64]) -> f64 {
+        let (m, n) = (self.m, d.n());
+        scratch!(u, n);
+        let blocks = self.block_inv.chunks_exact(n * n).zip(rhs.chunks_exact(n)).zip(out.chunks_exact_mut(n));
+        for (((inv, r), o), scale) in blocks.zip(p.scale) {
             for a in 0..n {
-                let v: f64 = (0..n).map(|b| inv[a * n + b] * rhs[i * n + b]).sum();
-                out[i * n + a] = v;
-                u[a] += p.scale[i] * v;
+                // `Iterator::sum` of f64 starts from -0.0: the same bits.
+                let mut v = -0.0;
+                for b in 0..n {
+                    v += inv[a * n + b] * r[b];
+                }
+                o[a] = v;
+                u[a] += scale * v;
             }
         }
-        forward_substitute(&self.schur, n, u);
+        forward_substitute(d, &self.schur, u);
         let coupling = dot(u, u);
-        back_substitute(&self.schur, n, u);
-        for i in 0..m {
-            let inv = &self.block_inv[i * n * n..(i + 1) * n * n];
+        back_substitute(d, &self.schur, u);
+        for ((inv, o), scale) in self.block_inv.chunks_exact(n * n).zip(out.chunks_exact_mut(n)).zip(p.scale)
+        {
             for a in 0..n {
-                let v: f64 = (0..n).map(|b| inv[a * n + b] * u[b]).sum();
-                out[i * n + a] -= p.scale[i] * v;
+                let mut v = -0.0;
+                for b in 0..n {
+                    v += inv[a * n + b] * u[b];
+                }
+                o[a] -= scale * v;
             }
         }
+        let _ = m;
         coupling
     }
 }
 
 /// In-place Cholesky (lower triangle) of a symmetric positive definite matrix.
-fn cholesky(a: &mut [f64], n: usize) {
+#[inline(always)]
+fn cholesky<D: Dim>(d: D, a: &mut [f64]) {
+    let n = d.n();
     for j in 0..n {
         let mut d = a[j * n + j];
         for k in 0..j {
@@ -778,7 +903,9 @@ fn cholesky(a: &mut [f64], n: usize) {
 }
 
 /// `b = L^{-1} b` for the lower-triangular Cholesky factor `l`.
-fn forward_substitute(l: &[f64], n: usize, b: &mut [f64]) {
+#[inline(always)]
+fn forward_substitute<D: Dim>(d: D, l: &[f64], b: &mut [f64]) {
+    let n = d.n();
     for i in 0..n {
         let mut v = b[i];
         for k in 0..i {
@@ -788,13 +915,10 @@ fn forward_substitute(l: &[f64], n: usize, b: &mut [f64]) {
     }
 }
 
-fn cholesky_solve(l: &[f64], n: usize, b: &mut [f64]) {
-    forward_substitute(l, n, b);
-    back_substitute(l, n, b);
-}
-
 /// `b = L^{-T} b` for the lower-triangular Cholesky factor `l`.
-fn back_substitute(l: &[f64], n: usize, b: &mut [f64]) {
+#[inline(always)]
+fn back_substitute<D: Dim>(d: D, l: &[f64], b: &mut [f64]) {
+    let n = d.n();
     for i in (0..n).rev() {
         let mut v = b[i];
         for k in i + 1..n {
@@ -804,32 +928,23 @@ fn back_substitute(l: &[f64], n: usize, b: &mut [f64]) {
     }
 }
 
-/// Most GPU types inverted without heap allocation.
+/// Most GPU types whose per-job block lives on the stack.
 const SMALL_TYPES: usize = 8;
 
-fn invert_spd(a: &[f64], n: usize, out: &mut [f64]) {
-    if n > SMALL_TYPES {
-        let mut l = a.to_vec();
-        cholesky(&mut l, n);
-        let mut e = vec![0.0; n];
-        for col in 0..n {
-            e.fill(0.0);
-            e[col] = 1.0;
-            cholesky_solve(&l, n, &mut e);
-            for row in 0..n {
-                out[row * n + col] = e[row];
-            }
-        }
-        return;
-    }
-    let mut l = [0.0; SMALL_TYPES * SMALL_TYPES];
-    l[..n * n].copy_from_slice(&a[..n * n]);
-    cholesky(&mut l[..n * n], n);
-    let mut e = [0.0; SMALL_TYPES];
+/// The inverse of a symmetric positive definite `a`, column by column from
+/// its Cholesky factor.
+#[inline(always)]
+fn invert_spd<D: Dim>(d: D, a: &[f64], out: &mut [f64]) {
+    let n = d.n();
+    scratch!(l, n * n);
+    l.copy_from_slice(&a[..n * n]);
+    cholesky(d, l);
+    scratch!(e, n);
     for col in 0..n {
-        e[..n].fill(0.0);
+        e.fill(0.0);
         e[col] = 1.0;
-        cholesky_solve(&l[..n * n], n, &mut e[..n]);
+        forward_substitute(d, l, e);
+        back_substitute(d, l, e);
         for row in 0..n {
             out[row * n + col] = e[row];
         }
