@@ -2,6 +2,7 @@
 //!
 //! ```console
 //! $ cargo run --release -p cotenant-policies --example gavel_bench
+//! $ cargo run --release -p cotenant-policies --example gavel_bench -- --policy max-min-fairness-perf --sizes 10000 --reps 3 --no-rounds
 //! $ cargo run --release -p cotenant-policies --example gavel_bench -- --write-trace /tmp/gavel-1000.trace
 //! ```
 //!
@@ -92,25 +93,50 @@ fn jobs(table: &ThroughputTable, n: usize, seed: u64) -> Vec<AllocJob> {
         .collect()
 }
 
-fn bench(table: &ThroughputTable) {
+/// Which allocations `bench` times: `--policy a,b` (default all), `--sizes 100,1000`
+/// (default 100, 1,000, 10,000), `--reps k` (best of k fresh allocators, default 1)
+/// and `--digest`.
+struct Selection {
+    policies: Option<Vec<String>>,
+    /// `--digest`: print a hash of the allocation's bits beside each time
+    /// (two builds agree bit for bit when their digests do).
+    digest: bool,
+    sizes: Vec<usize>,
+    reps: usize,
+}
+
+/// FNV-1a over the bits of an allocation.
+fn fnv1a<'a>(values: impl Iterator<Item = &'a f64>) -> u64 {
+    values
+        .flat_map(|v| v.to_bits().to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+fn bench(table: &ThroughputTable, selection: &Selection) {
     let names: Vec<String> = TYPES.iter().map(|t| t.to_string()).collect();
-    println!("| policy | 100 jobs | 1,000 jobs | 10,000 jobs |");
-    println!("|---|---:|---:|---:|");
+    let header: Vec<String> = selection.sizes.iter().map(|n| format!("{n} jobs")).collect();
+    println!("| policy | {} |", header.join(" | "));
+    println!("|---|{}", "---:|".repeat(selection.sizes.len()));
     for (name, objective) in OBJECTIVES {
+        if selection.policies.as_ref().is_some_and(|p| !p.iter().any(|p| p == name)) {
+            continue;
+        }
         let mut cells = Vec::new();
-        for n in [100usize, 1_000, 10_000] {
+        for &n in &selection.sizes {
             let jobs = jobs(table, n, 42);
             let capacity = vec![(n / 4) as u32; 3];
-            let mut allocator = Allocator::new(objective, 0);
-            let started = Instant::now();
-            let x = allocator.allocate(&jobs, &capacity, &names).expect("allocation solves");
-            let elapsed = started.elapsed().as_secs_f64();
-            assert_eq!(x.len(), n);
-            cells.push(if elapsed < 1.0 {
-                format!("{:.1} ms", elapsed * 1e3)
-            } else {
-                format!("{elapsed:.2} s")
-            });
+            let mut best = f64::INFINITY;
+            let mut digest = 0;
+            for _ in 0..selection.reps.max(1) {
+                let mut allocator = Allocator::new(objective, 0);
+                let started = Instant::now();
+                let x = allocator.allocate(&jobs, &capacity, &names).expect("allocation solves");
+                best = best.min(started.elapsed().as_secs_f64());
+                assert_eq!(x.len(), n);
+                digest = fnv1a(x.iter().flatten());
+            }
+            let time = if best < 1.0 { format!("{:.1} ms", best * 1e3) } else { format!("{best:.2} s") };
+            cells.push(if selection.digest { format!("{time} ({digest:016x})") } else { time });
         }
         println!("| {name} | {} |", cells.join(" | "));
     }
@@ -228,8 +254,16 @@ fn main() {
             write_trace(&table, &PathBuf::from(path), jobs, rate, seed);
         }
         None => {
-            bench(&table);
-            round_bench(&table);
+            let list = |flag: &str| get(flag).map(|v| v.split(',').map(str::to_string).collect::<Vec<_>>());
+            let sizes = list("--sizes")
+                .map(|v| v.iter().map(|n| n.parse().expect("--sizes takes job counts")).collect())
+                .unwrap_or_else(|| vec![100, 1_000, 10_000]);
+            let reps = get("--reps").map_or(1, |v| v.parse().expect("--reps takes a count"));
+            let digest = args.iter().any(|a| a == "--digest");
+            bench(&table, &Selection { policies: list("--policy"), digest, sizes, reps });
+            if !args.iter().any(|a| a == "--no-rounds") {
+                round_bench(&table);
+            }
         }
     }
 }

@@ -107,7 +107,7 @@ pub fn finish_time_fairness_packed(
         needs.iter().map(|&need| if need.is_finite() && need > 0.0 { 1.0 / need } else { 1.0 }).collect()
     };
     let mut reaches = |needs: &[f64]| -> Result<bool, SolveError> {
-        Ok(packed_max_min(jobs, capacity, pairs, &scale_of(needs))?.min_normalized >= 1.0)
+        Ok(packed_max_min_value(jobs, capacity, pairs, &scale_of(needs))? >= 1.0)
     };
     match finish_time_search(jobs, &isolated_finish, &mut reaches)? {
         Some(needs) => packed_max_min(jobs, capacity, pairs, &scale_of(&needs)),
@@ -134,7 +134,7 @@ pub fn min_total_duration_packed(
     // simplex handles far faster than 1 / R_i), then scaled back.
     let most = jobs.iter().map(|j| j.steps_remaining.max(1.0)).fold(1.0, f64::max);
     let relative: Vec<f64> = jobs.iter().map(|j| most / j.steps_remaining.max(1.0)).collect();
-    let unit = packed_max_min(jobs, capacity, pairs, &relative)?.min_normalized / most;
+    let unit = packed_max_min_value(jobs, capacity, pairs, &relative)? / most;
     let Some(horizon_s) = gavel_horizon(unit) else {
         return Ok(empty(jobs.len(), capacity.len(), pairs.len()));
     };
@@ -197,6 +197,31 @@ fn empty(jobs: usize, types: usize, pairs: usize) -> PackedAllocation {
     }
 }
 
+/// Combined normalized throughputs at or below this never beat running alone
+/// (1 less a margin for the rounding of the two quotients).
+const PAIR_HELPS_ABOVE: f64 = 1.0 - 1e-12;
+
+/// Whether pair `c` on `gpu_type` can do better than its two jobs sharing the
+/// same GPUs by time slices. Time `x` of the pair on type j can be replaced by
+/// `theta x` of job a alone and `(1 - theta) x` of job b alone on the same
+/// GPUs (same capacity when the scale factors are equal; each job's time
+/// row only shrinks); with `theta = r_a / alone_a` each job keeps at least
+/// its pair throughput exactly when `r_a / alone_a + r_b / alone_b <= 1`. Such
+/// a pair variable is dominated, and dropping it leaves every objective built
+/// on the jobs' throughputs with the same optimal value.
+fn pair_can_help(jobs: &[AllocJob], c: &PairCandidate, gpu_type: usize) -> bool {
+    if !c.runs_on(gpu_type) {
+        return false;
+    }
+    let (a, b) = c.pair;
+    let (alone_a, alone_b) = (jobs[a].steps_per_s[gpu_type], jobs[b].steps_per_s[gpu_type]);
+    if jobs[a].scale_factor != jobs[b].scale_factor || !(alone_a > 0.0 && alone_b > 0.0) {
+        return true;
+    }
+    let (rate_a, rate_b) = c.rates[gpu_type];
+    rate_a / alone_a + rate_b / alone_b > PAIR_HELPS_ABOVE
+}
+
 /// Maximize `t` with `scale_i * throughput_i >= t` for every job with
 /// `scale_i > 0`, under the shared constraints.
 fn packed_max_min(
@@ -204,6 +229,33 @@ fn packed_max_min(
     capacity: &[u32],
     pairs: &[PairCandidate],
     scale: &[f64],
+) -> Result<PackedAllocation, SolveError> {
+    packed_max_min_with(jobs, capacity, pairs, scale, false)
+}
+
+/// The optimal minimum of `packed_max_min` from the LP without the pair
+/// variables that cannot beat running alone (`pair_can_help`): the same
+/// optimal value, from a smaller LP. Only the value is used (the searches'
+/// feasibility tests); the allocation returned is always solved with every
+/// pair, so that the simplex lands on the vertex it always has (a different
+/// LP may return another optimal vertex where the optimum is not unique).
+fn packed_max_min_value(
+    jobs: &[AllocJob],
+    capacity: &[u32],
+    pairs: &[PairCandidate],
+    scale: &[f64],
+) -> Result<f64, SolveError> {
+    Ok(packed_max_min_with(jobs, capacity, pairs, scale, true)?.min_normalized)
+}
+
+/// `packed_max_min`; with `prune`, only the pair variables that can beat
+/// running alone exist.
+fn packed_max_min_with(
+    jobs: &[AllocJob],
+    capacity: &[u32],
+    pairs: &[PairCandidate],
+    scale: &[f64],
+    prune: bool,
 ) -> Result<PackedAllocation, SolveError> {
     let (m, n) = (jobs.len(), capacity.len());
     if m == 0 {
@@ -215,17 +267,21 @@ fn packed_max_min(
     let mut vars = good_lp::variables!();
     let singles: Vec<Vec<good_lp::Variable>> =
         (0..m).map(|_| (0..n).map(|_| vars.add(variable().min(0.0))).collect()).collect();
-    let pair_vars: Vec<Vec<good_lp::Variable>> =
-        pairs.iter().map(|_| (0..n).map(|_| vars.add(variable().min(0.0))).collect()).collect();
+    let keep = |c: &PairCandidate, j: usize| !prune || pair_can_help(jobs, c, j);
+    let pair_vars: Vec<Vec<Option<good_lp::Variable>>> = pairs
+        .iter()
+        .map(|c| (0..n).map(|j| keep(c, j).then(|| vars.add(variable().min(0.0)))).collect())
+        .collect();
     let t = vars.add(variable());
     let mut model = vars.maximise(t).using(good_lp::microlp);
     for j in 0..n {
         let mut used: Expression = (0..m).map(|i| jobs[i].scale_factor.max(1) as f64 * singles[i][j]).sum();
         for (p, candidate) in pairs.iter().enumerate() {
+            let Some(var) = pair_vars[p][j] else { continue };
             if candidate.runs_on(j) {
-                used += jobs[candidate.pair.0].scale_factor.max(1) as f64 * pair_vars[p][j];
+                used += jobs[candidate.pair.0].scale_factor.max(1) as f64 * var;
             } else {
-                model = model.with(constraint!(pair_vars[p][j] <= 0.0));
+                model = model.with(constraint!(var <= 0.0));
             }
         }
         model = model.with(constraint!(used <= capacity[j] as f64));
@@ -235,7 +291,8 @@ fn packed_max_min(
         (0..m).map(|i| (0..n).map(|j| jobs[i].steps_per_s[j] * scale[i] * singles[i][j]).sum()).collect();
     for (p, candidate) in pairs.iter().enumerate() {
         let (a, b) = candidate.pair;
-        for (&var, &(rate_a, rate_b)) in pair_vars[p].iter().zip(&candidate.rates) {
+        for (var, &(rate_a, rate_b)) in pair_vars[p].iter().zip(&candidate.rates) {
+            let Some(var) = *var else { continue };
             time[a] += var;
             time[b] += var;
             throughput[a] += rate_a * scale[a] * var;
@@ -252,7 +309,7 @@ fn packed_max_min(
     let value = |v: good_lp::Variable| solution.value(v).clamp(0.0, 1.0);
     Ok(PackedAllocation {
         singles: singles.iter().map(|row| row.iter().map(|&v| value(v)).collect()).collect(),
-        pairs: pair_vars.iter().map(|row| row.iter().map(|&v| value(v)).collect()).collect(),
+        pairs: pair_vars.iter().map(|row| row.iter().map(|v| v.map_or(0.0, value)).collect()).collect(),
         min_normalized: solution.value(t),
     })
 }
@@ -261,6 +318,7 @@ fn packed_max_min(
 mod tests {
     use super::*;
     use cotenant_core::JobId;
+    use proptest::prelude::*;
 
     fn job(id: u32, rate: f64) -> AllocJob {
         AllocJob {
@@ -364,5 +422,84 @@ mod tests {
         // At 1.7 job 1 packs with nobody, and FIFO stops the queue there.
         let x = fifo_packed(&jobs, &[1], &candidates, &names, 1.7);
         assert_eq!((x.singles, x.pairs), (vec![vec![1.0], vec![0.0], vec![0.0]], vec![vec![0.0], vec![0.0]]));
+    }
+
+    #[test]
+    fn pairs_that_cannot_beat_running_alone_are_pruned() {
+        // Alone 10 steps/s each; together 3 + 3: 3/10 + 3/10 = 0.6 <= 1, so half
+        // the GPU each alone (5 steps/s) beats the pair: pruned, and the LP is
+        // the one without pairs, answer for answer. Together 6 + 5: 0.6 + 0.5 =
+        // 1.1 > 1, kept. With pair time p, job 1 alone s (job 0 alone 0):
+        // 6p = 5p + 10s and p + s = 1 give p = 10/11, both at 60/11 steps/s,
+        // 12/11 of the 5 steps/s of time sharing.
+        let jobs = vec![job(0, 10.0), job(1, 10.0)];
+        let weak = pair((3.0, 3.0));
+        assert!(!pair_can_help(&jobs, &weak[0], 0));
+        let alone = max_min_packed(&jobs, &[1], &[]).unwrap();
+        let pruned = packed_max_min_with(&jobs, &[1], &weak, &[0.1, 0.1], true).unwrap();
+        assert_eq!(pruned.singles, alone.singles);
+        assert_eq!(pruned.min_normalized, alone.min_normalized);
+        assert_eq!(packed_max_min_value(&jobs, &[1], &weak, &[0.1, 0.1]).unwrap(), alone.min_normalized);
+        assert_eq!(pruned.pairs, vec![vec![0.0]]);
+        let strong = pair((6.0, 5.0));
+        assert!(pair_can_help(&jobs, &strong[0], 0));
+        let packed = max_min_packed(&jobs, &[1], &strong).unwrap();
+        assert!(
+            (packed.min_normalized / alone.min_normalized - 12.0 / 11.0).abs() < 1e-9,
+            "{packed:?} vs {alone:?}"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Dropping the pair variables that cannot beat running alone leaves
+        /// the optimal minimum where the full LP has it, and gives no time to
+        /// a dropped pair.
+        #[test]
+        fn pruning_keeps_the_optimum(
+            rates in proptest::collection::vec((0.5f64..20.0, 0.5f64..20.0), 2..7),
+            pair_rates in proptest::collection::vec((0usize..7, 0usize..7, 0.0f64..1.0, 0.0f64..1.0, 0.0f64..1.0, 0.0f64..1.0), 0..10),
+            capacity in (1u32..4, 1u32..4),
+        ) {
+            let jobs: Vec<AllocJob> = rates
+                .iter()
+                .enumerate()
+                .map(|(i, &(v100, k80))| {
+                    let mut j = job(i as u32, v100);
+                    j.steps_per_s.push(k80);
+                    j
+                })
+                .collect();
+            let m = jobs.len();
+            let mut seen = std::collections::BTreeSet::new();
+            let candidates: Vec<PairCandidate> = pair_rates
+                .iter()
+                .filter_map(|&(a, b, fa0, fb0, fa1, fb1)| {
+                    let (a, b) = (a % m, b % m);
+                    let key = (a.min(b), a.max(b));
+                    (a != b && seen.insert(key)).then(|| PairCandidate {
+                        pair: key,
+                        rates: vec![
+                            (fa0 * jobs[key.0].steps_per_s[0], fb0 * jobs[key.1].steps_per_s[0]),
+                            (fa1 * jobs[key.0].steps_per_s[1], fb1 * jobs[key.1].steps_per_s[1]),
+                        ],
+                    })
+                })
+                .collect();
+            let capacity = [capacity.0, capacity.1];
+            let scale = vec![1.0; m];
+            let full = packed_max_min_with(&jobs, &capacity, &candidates, &scale, false).unwrap();
+            let pruned = packed_max_min_with(&jobs, &capacity, &candidates, &scale, true).unwrap();
+            prop_assert!(
+                (full.min_normalized - pruned.min_normalized).abs() <= 1e-9 * full.min_normalized.max(1.0),
+                "full {} vs pruned {}", full.min_normalized, pruned.min_normalized
+            );
+            for (c, x) in candidates.iter().zip(&pruned.pairs) {
+                for (j, x) in x.iter().enumerate() {
+                    prop_assert!(pair_can_help(&jobs, c, j) || *x == 0.0);
+                }
+            }
+        }
     }
 }

@@ -182,70 +182,153 @@ fn floor_coef<'a>(p: &Problem<'a>) -> Option<&'a [f64]> {
     }
 }
 
+/// The number of GPU types, known at compile time for the common counts (1-4)
+/// so that the per-job loops unroll and keep a job's block in registers. The
+/// generic code performs the same floating-point operations in the same order
+/// for every `Dim`, so results are bit-for-bit those of the runtime-sized path.
+trait Dim: Copy {
+    fn n(self) -> usize;
+}
+
+/// A compile-time type count.
+#[derive(Clone, Copy)]
+struct Fixed<const N: usize>;
+
+impl<const N: usize> Dim for Fixed<N> {
+    #[inline(always)]
+    fn n(self) -> usize {
+        N
+    }
+}
+
+/// Any other type count.
+#[derive(Clone, Copy)]
+struct Runtime(usize);
+
+impl Dim for Runtime {
+    #[inline(always)]
+    fn n(self) -> usize {
+        self.0
+    }
+}
+
+/// Runs `$body` with `$d` bound to the `Dim` for `$n` types.
+macro_rules! with_dim {
+    ($n:expr, $d:ident => $body:expr) => {
+        match $n {
+            1 => {
+                let $d = Fixed::<1>;
+                $body
+            }
+            2 => {
+                let $d = Fixed::<2>;
+                $body
+            }
+            3 => {
+                let $d = Fixed::<3>;
+                $body
+            }
+            4 => {
+                let $d = Fixed::<4>;
+                $body
+            }
+            n => {
+                let $d = Runtime(n);
+                $body
+            }
+        }
+    };
+}
+
 /// Writes `h - G z` into `s`; false if some slack is not strictly positive.
 fn slacks_into(p: &Problem<'_>, x: &[f64], t: f64, s: &mut [f64]) -> bool {
-    let (m, n) = (p.jobs, p.types);
+    with_dim!(p.types, d => slacks_into_dim(d, p, x, t, s))
+}
+
+fn slacks_into_dim<D: Dim>(d: D, p: &Problem<'_>, x: &[f64], t: f64, s: &mut [f64]) -> bool {
+    let (m, n) = (p.jobs, d.n());
     let (sx, rest) = s.split_at_mut(m * n);
     let (cap, rest) = rest.split_at_mut(n);
     let (row, floor) = rest.split_at_mut(m);
     sx.copy_from_slice(x);
     cap.copy_from_slice(p.capacity);
-    for i in 0..m {
-        let xi = &x[i * n..(i + 1) * n];
+    let coef = floor_coef(p);
+    for (i, (xi, scale)) in x.chunks_exact(n).zip(p.scale).enumerate() {
         let mut used = 0.0;
-        for (j, v) in xi.iter().enumerate() {
-            cap[j] -= p.scale[i] * v;
+        for (c, v) in cap.iter_mut().zip(xi) {
+            *c -= scale * v;
             used += v;
         }
         row[i] = 1.0 - used;
-        match p.floor {
-            Floor::None => {}
-            Floor::MaxMin { coef } => floor[i] = dot(&coef[i * n..(i + 1) * n], xi) - t,
-            Floor::Bounds { coef, lower } => floor[i] = dot(&coef[i * n..(i + 1) * n], xi) - lower[i],
+        match (p.floor, coef) {
+            (Floor::MaxMin { .. }, Some(c)) => floor[i] = dot(&c[i * n..(i + 1) * n], xi) - t,
+            (Floor::Bounds { lower, .. }, Some(c)) => floor[i] = dot(&c[i * n..(i + 1) * n], xi) - lower[i],
+            _ => {}
         }
     }
-    s.iter().all(|v| *v > 0.0)
+    all_positive(s)
+}
+
+/// Whether every entry is `> 0` (four lanes at a time; the answer does not
+/// depend on the order).
+fn all_positive(v: &[f64]) -> bool {
+    let mut chunks = v.chunks_exact(4);
+    for c in &mut chunks {
+        if !((c[0] > 0.0) & (c[1] > 0.0) & (c[2] > 0.0) & (c[3] > 0.0)) {
+            return false;
+        }
+    }
+    chunks.remainder().iter().all(|v| *v > 0.0)
 }
 
 /// `ds = -G (dx, dt)`: how the slacks change along a step.
 fn slack_change(p: &Problem<'_>, dx: &[f64], dt: f64, ds: &mut [f64]) {
-    let (m, n) = (p.jobs, p.types);
+    with_dim!(p.types, d => slack_change_dim(d, p, dx, dt, ds))
+}
+
+fn slack_change_dim<D: Dim>(d: D, p: &Problem<'_>, dx: &[f64], dt: f64, ds: &mut [f64]) {
+    let (m, n) = (p.jobs, d.n());
     let (sx, rest) = ds.split_at_mut(m * n);
     let (cap, rest) = rest.split_at_mut(n);
     let (row, floor) = rest.split_at_mut(m);
     sx.copy_from_slice(dx);
     cap.fill(0.0);
-    for i in 0..m {
-        let di = &dx[i * n..(i + 1) * n];
+    let coef = floor_coef(p);
+    for (i, (di, scale)) in dx.chunks_exact(n).zip(p.scale).enumerate() {
         let mut used = 0.0;
-        for (j, d) in di.iter().enumerate() {
-            cap[j] -= p.scale[i] * d;
-            used += d;
+        for (c, v) in cap.iter_mut().zip(di) {
+            *c -= scale * v;
+            used += v;
         }
         row[i] = -used;
-        match p.floor {
-            Floor::None => {}
-            Floor::MaxMin { coef } => floor[i] = dot(&coef[i * n..(i + 1) * n], di) - dt,
-            Floor::Bounds { coef, .. } => floor[i] = dot(&coef[i * n..(i + 1) * n], di),
+        match (p.floor, coef) {
+            (Floor::MaxMin { .. }, Some(c)) => floor[i] = dot(&c[i * n..(i + 1) * n], di) - dt,
+            (Floor::Bounds { .. }, Some(c)) => floor[i] = dot(&c[i * n..(i + 1) * n], di),
+            _ => {}
         }
     }
 }
 
 /// `G^T v`: the x part into `gx`, the t part returned (0 without MaxMin).
 fn transpose_apply(p: &Problem<'_>, v: &[f64], gx: &mut [f64]) -> f64 {
-    let (m, n) = (p.jobs, p.types);
+    with_dim!(p.types, d => transpose_apply_dim(d, p, v, gx))
+}
+
+fn transpose_apply_dim<D: Dim>(d: D, p: &Problem<'_>, v: &[f64], gx: &mut [f64]) -> f64 {
+    let (m, n) = (p.jobs, d.n());
     let (vx, rest) = v.split_at(m * n);
     let (cap, rest) = rest.split_at(n);
     let (row, floor) = rest.split_at(m);
     let coef = floor_coef(p);
     for i in 0..m {
-        for (j, cap_j) in cap.iter().enumerate() {
-            let k = i * n + j;
-            let mut g = -vx[k] + p.scale[i] * cap_j + row[i];
+        let (vi, gi) = (&vx[i * n..(i + 1) * n], &mut gx[i * n..(i + 1) * n]);
+        let (scale, row) = (p.scale[i], row[i]);
+        for j in 0..n {
+            let mut g = -vi[j] + scale * cap[j] + row;
             if let Some(c) = coef {
-                g -= c[k] * floor[i];
+                g -= c[i * n + j] * floor[i];
             }
-            gx[k] = g;
+            gi[j] = g;
         }
     }
     if matches!(p.floor, Floor::MaxMin { .. }) {
@@ -256,8 +339,20 @@ fn transpose_apply(p: &Problem<'_>, v: &[f64], gx: &mut [f64]) -> f64 {
 }
 
 /// Largest `alpha` keeping `v + alpha dv > 0` (infinite if nothing decreases).
+/// The minimum of the ratios does not depend on the order they are taken in
+/// (none is NaN: `v > 0` and `d < 0`), so four lanes run side by side.
 fn step_to_boundary(v: &[f64], dv: &[f64]) -> f64 {
-    v.iter().zip(dv).filter(|(_, d)| **d < 0.0).map(|(v, d)| v / -d).fold(f64::INFINITY, f64::min)
+    let ratio = |v: f64, d: f64| if d < 0.0 { v / -d } else { f64::INFINITY };
+    let mut lanes = [f64::INFINITY; 4];
+    let (vc, dc) = (v.chunks_exact(4), dv.chunks_exact(4));
+    let (vr, dr) = (vc.remainder(), dc.remainder());
+    for (v, d) in vc.zip(dc) {
+        for k in 0..4 {
+            lanes[k] = lanes[k].min(ratio(v[k], d[k]));
+        }
+    }
+    let tail = vr.iter().zip(dr).map(|(v, d)| ratio(*v, *d)).fold(f64::INFINITY, f64::min);
+    lanes.iter().fold(tail, |a, b| a.min(*b))
 }
 
 /// Buffers reused across iterations (no allocation inside the loops).
@@ -401,15 +496,21 @@ impl State {
     /// Factors `G^T diag(w) G` into `work.kkt` and, for MaxMin, prepares the
     /// t column; returns the Schur denominator for t (0 without MaxMin).
     fn factor(p: &Problem<'_>, work: &mut Work) -> f64 {
-        let (m, n) = (p.jobs, p.types);
-        work.kkt.factor(p, &work.w);
+        with_dim!(p.types, d => State::factor_dim(d, p, work))
+    }
+
+    fn factor_dim<D: Dim>(d: D, p: &Problem<'_>, work: &mut Work) -> f64 {
+        let (m, n) = (p.jobs, d.n());
+        work.kkt.factor_dim(d, p, &work.w);
         let Floor::MaxMin { coef } = p.floor else { return 0.0 };
         let wf = &work.w[m * n + n + m..];
-        for k in 0..m * n {
-            work.h[k] = -coef[k] * wf[k / n];
+        for (i, (h, c)) in work.h.chunks_exact_mut(n).zip(coef.chunks_exact(n)).enumerate() {
+            for (h, c) in h.iter_mut().zip(c) {
+                *h = -c * wf[i];
+            }
         }
         // The capacity coupling `u^T S^{-1} u` of the t column comes with its solve.
-        let coupling = work.kkt.solve(p, &work.h, &mut work.b);
+        let coupling = work.kkt.solve_dim(d, p, &work.h, &mut work.b);
         // The Schur complement of t, `H_tt - H_xt^T H_xx^{-1} H_xt`, summed
         // from nonnegative terms (subtracting the two sides directly loses
         // every digit once the floor weights are large): per job
@@ -648,17 +749,26 @@ impl State {
 /// `sum_k ln(a_k / b_k)` for positive `a` and `b`, with one `ln` per chunk of
 /// ratios: the running product is flushed to the log sum before it can leave
 /// [1e-100, 1e100], and a ratio outside [1e-100, 1e100] is logged alone.
+/// An unchanged entry (`a_k == b_k`) has ratio exactly 1, which leaves the
+/// product (always within range) exactly as it is: it is skipped, division
+/// and all (the line search's short steps leave many slacks unchanged).
+/// Kept out of line so the product stays in a register along the chain.
+#[inline(never)]
 fn log_ratio_sum(a: &[f64], b: &[f64]) -> f64 {
     const FLUSH: f64 = 1e100;
+    const LOW: f64 = 1.0 / FLUSH;
     let (mut sum, mut product) = (0.0, 1.0);
     for (a, b) in a.iter().zip(b) {
+        if a == b && b.is_finite() {
+            continue;
+        }
         let ratio = a / b;
-        if !(1.0 / FLUSH..=FLUSH).contains(&ratio) {
+        if !(LOW..=FLUSH).contains(&ratio) {
             sum += ratio.ln();
             continue;
         }
         product *= ratio;
-        if !(1.0 / FLUSH..=FLUSH).contains(&product) {
+        if !(LOW..=FLUSH).contains(&product) {
             sum += product.ln();
             product = 1.0;
         }
@@ -673,7 +783,9 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// The x-block of `G^T diag(w) G`: block-diagonal per job (`diag(w_x) +
 /// w_row 1 1^T + w_floor coef_i coef_i^T`) plus one rank-one term per GPU
 /// type (`w_cap_j a_j a_j^T`, `a_j` the scale factors on type j's cells),
-/// inverted with the Woodbury identity.
+/// inverted with the Woodbury identity. Factoring and solving cost
+/// O(jobs * types^3) and O(jobs * types^2): the capacity rows couple the jobs
+/// only through the `types x types` Schur complement.
 struct Kkt {
     m: usize,
     n: usize,
@@ -681,16 +793,30 @@ struct Kkt {
     block_inv: Vec<f64>,
     /// Cholesky factor of the n x n capacity Schur complement.
     schur: Vec<f64>,
-    block: Vec<f64>,
+}
+
+/// A buffer of `len` numbers on the stack when it fits in `SMALL_TYPES^2`.
+macro_rules! scratch {
+    ($name:ident, $len:expr) => {
+        let mut stack = [0.0; SMALL_TYPES * SMALL_TYPES];
+        let mut heap = Vec::new();
+        let len = $len;
+        let $name: &mut [f64] = if len <= stack.len() {
+            &mut stack[..len]
+        } else {
+            heap.resize(len, 0.0);
+            &mut heap
+        };
+    };
 }
 
 impl Kkt {
     fn new(m: usize, n: usize) -> Kkt {
-        Kkt { m, n, block_inv: vec![0.0; m * n * n], schur: vec![0.0; n * n], block: vec![0.0; n * n] }
+        Kkt { m, n, block_inv: vec![0.0; m * n * n], schur: vec![0.0; n * n] }
     }
 
-    fn factor(&mut self, p: &Problem<'_>, w: &[f64]) {
-        let (m, n) = (self.m, self.n);
+    fn factor_dim<D: Dim>(&mut self, d: D, p: &Problem<'_>, w: &[f64]) {
+        let (m, n) = (self.m, d.n());
         let coef = floor_coef(p);
         let (wx, rest) = w.split_at(m * n);
         let (wcap, rest) = rest.split_at(n);
@@ -699,8 +825,10 @@ impl Kkt {
         for (j, w) in wcap.iter().enumerate() {
             self.schur[j * n + j] = 1.0 / w;
         }
-        for i in 0..m {
+        scratch!(block, n * n);
+        for (i, inv) in self.block_inv.chunks_exact_mut(n * n).enumerate() {
             let r = wrow[i];
+            let wxi = &wx[i * n..(i + 1) * n];
             for a in 0..n {
                 for b in 0..n {
                     let mut v = r;
@@ -708,58 +836,64 @@ impl Kkt {
                         v += c[i * n + a] * c[i * n + b] * wfloor[i];
                     }
                     if a == b {
-                        v += wx[i * n + a];
+                        v += wxi[a];
                     }
-                    self.block[a * n + b] = v;
+                    block[a * n + b] = v;
                 }
             }
-            let inv = &mut self.block_inv[i * n * n..(i + 1) * n * n];
-            invert_spd(&self.block, n, inv);
+            invert_spd(d, block, inv);
             let s2 = p.scale[i] * p.scale[i];
             for (acc, v) in self.schur.iter_mut().zip(inv.iter()) {
                 *acc += s2 * v;
             }
         }
-        cholesky(&mut self.schur, n);
+        cholesky(d, &mut self.schur);
     }
 
     /// Solves H_xx out = rhs. Returns the right-hand side's capacity coupling
     /// `|L^{-1} u|^2`, with `u = sum_i scale_i K_i^{-1} rhs_i` and L the factor
     /// of the Schur complement (what the max-min t column needs).
     fn solve(&self, p: &Problem<'_>, rhs: &[f64], out: &mut [f64]) -> f64 {
-        let (m, n) = (self.m, self.n);
-        let mut u = [0.0; SMALL_TYPES];
-        let mut big = Vec::new();
-        let u: &mut [f64] = if n <= SMALL_TYPES {
-            &mut u[..n]
-        } else {
-            big.resize(n, 0.0);
-            &mut big
-        };
-        for i in 0..m {
-            let inv = &self.block_inv[i * n * n..(i + 1) * n * n];
+        with_dim!(self.n, d => self.solve_dim(d, p, rhs, out))
+    }
+
+    fn solve_dim<D: Dim>(&self, d: D, p: &Problem<'_>, rhs: &[f64], out: &mut [f64]) -> f64 {
+        let (m, n) = (self.m, d.n());
+        scratch!(u, n);
+        let blocks = self.block_inv.chunks_exact(n * n).zip(rhs.chunks_exact(n)).zip(out.chunks_exact_mut(n));
+        for (((inv, r), o), scale) in blocks.zip(p.scale) {
             for a in 0..n {
-                let v: f64 = (0..n).map(|b| inv[a * n + b] * rhs[i * n + b]).sum();
-                out[i * n + a] = v;
-                u[a] += p.scale[i] * v;
+                // `Iterator::sum` of f64 starts from -0.0: the same bits.
+                let mut v = -0.0;
+                for b in 0..n {
+                    v += inv[a * n + b] * r[b];
+                }
+                o[a] = v;
+                u[a] += scale * v;
             }
         }
-        forward_substitute(&self.schur, n, u);
+        forward_substitute(d, &self.schur, u);
         let coupling = dot(u, u);
-        back_substitute(&self.schur, n, u);
-        for i in 0..m {
-            let inv = &self.block_inv[i * n * n..(i + 1) * n * n];
+        back_substitute(d, &self.schur, u);
+        for ((inv, o), scale) in self.block_inv.chunks_exact(n * n).zip(out.chunks_exact_mut(n)).zip(p.scale)
+        {
             for a in 0..n {
-                let v: f64 = (0..n).map(|b| inv[a * n + b] * u[b]).sum();
-                out[i * n + a] -= p.scale[i] * v;
+                let mut v = -0.0;
+                for b in 0..n {
+                    v += inv[a * n + b] * u[b];
+                }
+                o[a] -= scale * v;
             }
         }
+        let _ = m;
         coupling
     }
 }
 
 /// In-place Cholesky (lower triangle) of a symmetric positive definite matrix.
-fn cholesky(a: &mut [f64], n: usize) {
+#[inline(always)]
+fn cholesky<D: Dim>(d: D, a: &mut [f64]) {
+    let n = d.n();
     for j in 0..n {
         let mut d = a[j * n + j];
         for k in 0..j {
@@ -778,7 +912,9 @@ fn cholesky(a: &mut [f64], n: usize) {
 }
 
 /// `b = L^{-1} b` for the lower-triangular Cholesky factor `l`.
-fn forward_substitute(l: &[f64], n: usize, b: &mut [f64]) {
+#[inline(always)]
+fn forward_substitute<D: Dim>(d: D, l: &[f64], b: &mut [f64]) {
+    let n = d.n();
     for i in 0..n {
         let mut v = b[i];
         for k in 0..i {
@@ -788,13 +924,10 @@ fn forward_substitute(l: &[f64], n: usize, b: &mut [f64]) {
     }
 }
 
-fn cholesky_solve(l: &[f64], n: usize, b: &mut [f64]) {
-    forward_substitute(l, n, b);
-    back_substitute(l, n, b);
-}
-
 /// `b = L^{-T} b` for the lower-triangular Cholesky factor `l`.
-fn back_substitute(l: &[f64], n: usize, b: &mut [f64]) {
+#[inline(always)]
+fn back_substitute<D: Dim>(d: D, l: &[f64], b: &mut [f64]) {
+    let n = d.n();
     for i in (0..n).rev() {
         let mut v = b[i];
         for k in i + 1..n {
@@ -804,32 +937,23 @@ fn back_substitute(l: &[f64], n: usize, b: &mut [f64]) {
     }
 }
 
-/// Most GPU types inverted without heap allocation.
+/// Most GPU types whose per-job block lives on the stack.
 const SMALL_TYPES: usize = 8;
 
-fn invert_spd(a: &[f64], n: usize, out: &mut [f64]) {
-    if n > SMALL_TYPES {
-        let mut l = a.to_vec();
-        cholesky(&mut l, n);
-        let mut e = vec![0.0; n];
-        for col in 0..n {
-            e.fill(0.0);
-            e[col] = 1.0;
-            cholesky_solve(&l, n, &mut e);
-            for row in 0..n {
-                out[row * n + col] = e[row];
-            }
-        }
-        return;
-    }
-    let mut l = [0.0; SMALL_TYPES * SMALL_TYPES];
-    l[..n * n].copy_from_slice(&a[..n * n]);
-    cholesky(&mut l[..n * n], n);
-    let mut e = [0.0; SMALL_TYPES];
+/// The inverse of a symmetric positive definite `a`, column by column from
+/// its Cholesky factor.
+#[inline(always)]
+fn invert_spd<D: Dim>(d: D, a: &[f64], out: &mut [f64]) {
+    let n = d.n();
+    scratch!(l, n * n);
+    l.copy_from_slice(&a[..n * n]);
+    cholesky(d, l);
+    scratch!(e, n);
     for col in 0..n {
-        e[..n].fill(0.0);
+        e.fill(0.0);
         e[col] = 1.0;
-        cholesky_solve(&l[..n * n], n, &mut e[..n]);
+        forward_substitute(d, l, e);
+        back_substitute(d, l, e);
         for row in 0..n {
             out[row * n + col] = e[row];
         }
@@ -837,9 +961,14 @@ fn invert_spd(a: &[f64], n: usize, out: &mut [f64]) {
 }
 
 #[cfg(test)]
+#[path = "solver_reference.rs"]
+mod reference;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use good_lp::{constraint, variable, Expression, Solution as _, SolverModel};
+    use proptest::prelude::*;
 
     /// The optimal t of max-min via good_lp's simplex, for comparison.
     fn lp_max_min(scale: &[f64], capacity: &[f64], coef: &[f64]) -> f64 {
@@ -1002,5 +1131,98 @@ mod tests {
         let exact: f64 = a.iter().zip(&b).map(|(a, b)| (a / b).ln()).sum();
         let fast = log_ratio_sum(&a, &b);
         assert!((fast - exact).abs() <= 1e-9 * exact.abs().max(1.0), "{fast} vs {exact}");
+    }
+
+    /// Hand-checked: two jobs, one GPU type with one GPU, job 1 twice as fast.
+    /// Maximize t with x0 >= t, 2 x1 >= t, x0 + x1 <= 1: both floors are tight
+    /// at the optimum, x0 = t and x1 = t / 2, so 3t/2 = 1: t = 2/3 and
+    /// x = (2/3, 1/3), the only optimum. Then a second type of one GPU where
+    /// job 0 cannot run (coefficient 0) and job 1 runs at 2: job 0's row caps
+    /// it at t <= 1 * 1, which job 1 also reaches (x1 on the new type = 1/2),
+    /// so t = 1 and x0 = 1 on type 0 is forced.
+    #[test]
+    fn hand_checked_two_job_max_min() {
+        let coef = [1.0, 2.0];
+        let p = Problem {
+            jobs: 2,
+            types: 1,
+            scale: &[1.0, 1.0],
+            capacity: &[1.0],
+            linear: None,
+            floor: Floor::MaxMin { coef: &coef },
+        };
+        let s = solve(&p, None).unwrap();
+        assert!((s.t.unwrap() - 2.0 / 3.0).abs() < 1e-8, "{s:?}");
+        assert!((s.x[0] - 2.0 / 3.0).abs() < 1e-7 && (s.x[1] - 1.0 / 3.0).abs() < 1e-7, "{s:?}");
+        let coef = [1.0, 0.0, 2.0, 2.0];
+        let p = Problem { types: 2, capacity: &[1.0, 1.0], floor: Floor::MaxMin { coef: &coef }, ..p };
+        let s = solve(&p, None).unwrap();
+        assert!((s.t.unwrap() - 1.0).abs() < 1e-7, "{s:?}");
+        assert!((s.x[0] - 1.0).abs() < 1e-6, "job 0 has only type 0: {s:?}");
+    }
+
+    /// Random weights spanning many orders of magnitude, as near an optimum.
+    fn weights(k: usize, seed: &mut u64) -> Vec<f64> {
+        (0..k).map(|_| (0.1 + lcg(seed)) * 10f64.powi((lcg(seed) * 24.0) as i32 - 12)).collect()
+    }
+
+    fn bits(v: &[f64]) -> Vec<u64> {
+        v.iter().map(|v| v.to_bits()).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// The specialized kernels (1-4 types unrolled, any other count at
+        /// run time) give bit for bit what the kernels at 0efcfba gave, for
+        /// every floor kind: factoring, solving, the t column's Schur
+        /// complement, the slack maps, the step to the boundary and the
+        /// line search's log sum (with some slacks unchanged).
+        #[test]
+        fn kernels_match_the_old_path_bit_for_bit(m in 1usize..30, n in 1usize..7, floor in 0usize..3, seed in any::<u64>()) {
+            let mut seed = seed;
+            let scale: Vec<f64> = (0..m).map(|_| [1.0, 2.0, 4.0, 8.0][(lcg(&mut seed) * 4.0) as usize]).collect();
+            let capacity: Vec<f64> = (0..n).map(|_| 1.0 + (lcg(&mut seed) * 9.0).floor()).collect();
+            let coef: Vec<f64> = (0..m * n).map(|_| 0.05 + lcg(&mut seed) * 5.0).collect();
+            let lower: Vec<f64> = (0..m).map(|_| lcg(&mut seed)).collect();
+            let floor = match floor {
+                0 => Floor::None,
+                1 => Floor::MaxMin { coef: &coef },
+                _ => Floor::Bounds { coef: &coef, lower: &lower },
+            };
+            let p = Problem { jobs: m, types: n, scale: &scale, capacity: &capacity, linear: None, floor };
+            let k = constraint_count(&p);
+            let mut work = Work::new(&p);
+            work.w = weights(k, &mut seed);
+            let denom = State::factor(&p, &mut work);
+            let mut old_kkt = reference::Kkt::new(m, n);
+            let (mut h, mut b) = (vec![0.0; m * n], vec![0.0; m * n]);
+            let old_denom = reference::state_factor(&p, &work.w, &mut old_kkt, &mut h, &mut b);
+            prop_assert_eq!(denom.to_bits(), old_denom.to_bits());
+            prop_assert_eq!(bits(&work.b), bits(&b));
+            let rhs: Vec<f64> = (0..m * n).map(|_| lcg(&mut seed) - 0.5).collect();
+            let (mut out, mut old_out) = (vec![0.0; m * n], vec![0.0; m * n]);
+            let coupling = work.kkt.solve(&p, &rhs, &mut out);
+            let old_coupling = old_kkt.solve(&p, &rhs, &mut old_out);
+            prop_assert_eq!(coupling.to_bits(), old_coupling.to_bits());
+            prop_assert_eq!(bits(&out), bits(&old_out));
+            let x: Vec<f64> = (0..m * n).map(|_| lcg(&mut seed) / n as f64 * 0.9).collect();
+            let t = 0.01 * lcg(&mut seed);
+            let (mut s, mut old_s) = (vec![0.0; k], vec![0.0; k]);
+            prop_assert_eq!(slacks_into(&p, &x, t, &mut s), reference::slacks_into(&p, &x, t, &mut old_s));
+            prop_assert_eq!(bits(&s), bits(&old_s));
+            slack_change(&p, &rhs, t, &mut s);
+            reference::slack_change(&p, &rhs, t, &mut old_s);
+            prop_assert_eq!(bits(&s), bits(&old_s));
+            let v: Vec<f64> = (0..k).map(|_| lcg(&mut seed) - 0.3).collect();
+            let (mut g, mut old_g) = (vec![0.0; m * n], vec![0.0; m * n]);
+            let gt = transpose_apply(&p, &v, &mut g);
+            prop_assert_eq!(gt.to_bits(), reference::transpose_apply(&p, &v, &mut old_g).to_bits());
+            prop_assert_eq!(bits(&g), bits(&old_g));
+            let y = weights(k, &mut seed);
+            prop_assert_eq!(step_to_boundary(&y, &v).to_bits(), reference::step_to_boundary(&y, &v).to_bits());
+            let moved: Vec<f64> = y.iter().map(|y| if lcg(&mut seed) < 0.5 { *y } else { y * (0.5 + lcg(&mut seed)) }).collect();
+            prop_assert_eq!(log_ratio_sum(&moved, &y).to_bits(), reference::log_ratio_sum(&moved, &y).to_bits());
+        }
     }
 }
