@@ -411,6 +411,53 @@ mod tests {
         assert_eq!(parse_gavel_throughputs(escaped, "t.json").unwrap().gpu_types(), ["k80"]);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+        /// Random tables (base and unconsolidated worker types, repeated and
+        /// differently spaced job keys, pairs, and now and then a malformed
+        /// value or key): the reader gives what the plain reader gives, table or
+        /// error, and the one-pass reader either agrees or declines.
+        #[test]
+        fn the_reader_is_the_plain_reader(
+            workers in proptest::collection::vec(
+                (0usize..4, proptest::collection::vec(
+                    (0usize..4, proptest::collection::vec((0usize..5, 0u32..6, 0u32..6, 0usize..12), 0..5)),
+                    0..4,
+                )),
+                0..4,
+            ),
+        ) {
+            let worker_names = ["k80", "v100", "k80_unconsolidated", "p100"];
+            let job_keys = ["('A', 1)", "('A',1)", "('B (x, y)', 2)", "('A', 2)"];
+            let partners = ["null", "('A', 1)", "('B (x, y)', 2)", "(' A', 1)", "('A', 2)"];
+            let mut text = String::from("{");
+            for (w, (worker, jobs)) in workers.iter().enumerate() {
+                text += &format!("{}\"{}\": {{", if w > 0 { "," } else { "" }, worker_names[*worker]);
+                for (j, (job, values)) in jobs.iter().enumerate() {
+                    text += &format!("{}\"{}\": {{", if j > 0 { "," } else { "" }, job_keys[*job]);
+                    for (v, &(partner, x, y, shape)) in values.iter().enumerate() {
+                        let value = match (partners[partner], shape) {
+                            (_, 0) => "\"bad\"".to_string(),
+                            (_, 1) => format!("[{x}]"),
+                            ("null", _) => format!("{x}.{y}"),
+                            (_, _) => format!("[{x}, {y}e-1]"),
+                        };
+                        text += &format!("{}\"{}\": {value}", if v > 0 { "," } else { "" }, partners[partner]);
+                    }
+                    text += "}";
+                }
+                text += "}";
+            }
+            text += "}";
+            let plain = parse_plain(&text, "t.json").map_err(|e| e.to_string());
+            proptest::prop_assert_eq!(parse_gavel_throughputs(&text, "t.json").map_err(|e| e.to_string()), plain.clone());
+            if let Some(fast) = parse_fast(&text) {
+                proptest::prop_assert_eq!(Ok(fast), plain);
+            }
+        }
+    }
+
     #[test]
     fn parses_keys() {
         assert_eq!(parse_job_key("('A3C', 1)"), Some(JobTypeKey::new("A3C", 1)));

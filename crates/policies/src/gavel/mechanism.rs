@@ -216,9 +216,10 @@ struct Types {
 
 /// GPUs held now by one running job, or by two sharing them.
 #[derive(Clone, Debug)]
-struct Holding {
+struct Holding<'a> {
     gpu_type: usize,
-    gpus: Vec<GpuId>,
+    /// Borrowed from the engine's job: no copy per round.
+    gpus: &'a [GpuId],
     jobs: Members,
 }
 
@@ -293,6 +294,8 @@ pub struct Gavel {
     steady: Option<Steady>,
     /// The GPU-type order buffer of a steady round's shuffle.
     order_scratch: Vec<usize>,
+    /// Rates per cluster GPU type by (job type, scale factor).
+    rate_cache: BTreeMap<(Option<u32>, u32), Vec<f64>>,
 }
 
 /// The outcome of a FIFO round whose greedy pass took every combination of
@@ -340,6 +343,7 @@ impl Gavel {
             took_every_positive: false,
             steady: None,
             order_scratch: Vec::new(),
+            rate_cache: BTreeMap::new(),
         }
     }
 
@@ -386,6 +390,20 @@ impl Gavel {
         spec.job_type
             .and_then(|t| self.job_types.get(t as usize))
             .map(|model| JobTypeKey::new(model.clone(), spec.gpus.max(1)))
+    }
+
+    /// [`Gavel::rates_of`], computed once per job type and scale factor (what
+    /// it depends on; the table and the cluster's types are fixed).
+    fn rates_cached(&mut self, view: &ClusterView<'_>, id: JobId) -> Vec<f64> {
+        let spec = &view.job(id).spec;
+        let key = (spec.job_type, spec.gpus.max(1));
+        if let Some(rates) = self.rate_cache.get(&key) {
+            debug_assert_eq!(*rates, self.rates_of(view, id));
+            return rates.clone();
+        }
+        let rates = self.rates_of(view, id);
+        self.rate_cache.insert(key, rates.clone());
+        rates
     }
 
     fn rates_of(&self, view: &ClusterView<'_>, id: JobId) -> Vec<f64> {
@@ -464,7 +482,7 @@ impl Gavel {
         for id in arrived {
             let job = view.job(id);
             let tracked = Tracked {
-                rates: self.rates_of(view, id),
+                rates: self.rates_cached(view, id),
                 scale_factor: job.spec.gpus.max(1),
                 weight: (job.spec.priority as f64 + 1.0).max(1.0),
                 arrival: job.spec.arrival,
@@ -1151,34 +1169,56 @@ impl Gavel {
         decision: &mut Decision,
     ) -> Vec<Placed> {
         let holdings = holdings(view);
-        let holding_of: BTreeMap<JobId, usize> = holdings
+        // Job -> holding, sorted by job (stable: of a job listed twice, the later
+        // holding wins, as it did in the map this replaces).
+        let mut holding_of: Vec<(JobId, usize)> = holdings
             .iter()
             .enumerate()
             .flat_map(|(h, held)| held.jobs.iter().map(move |&j| (j, h)))
             .collect();
-        // Reuse, in priority order: the holding of exactly this pair, else of a member.
-        let mut claimed: Vec<Option<Combo>> = vec![None; holdings.len()];
-        let mut reused: BTreeMap<Combo, usize> = BTreeMap::new();
-        for &(combo, t) in chosen {
-            let members = combo.jobs();
-            let candidates: Vec<usize> = members
+        holding_of.sort_by_key(|&(j, _)| j);
+        let holding_of = |id: JobId| -> Option<usize> {
+            let end = holding_of.partition_point(|&(j, _)| j <= id);
+            end.checked_sub(1).map(|k| holding_of[k]).filter(|&(j, _)| j == id).map(|(_, h)| h)
+        };
+        #[cfg(test)]
+        {
+            // The map it replaces: collected in holding order, the last of a job's entries kept.
+            let map: BTreeMap<JobId, usize> = holdings
                 .iter()
-                .filter_map(|j| holding_of.get(j).copied())
-                .filter(|&h| holdings[h].gpu_type == t && claimed[h].is_none())
+                .enumerate()
+                .flat_map(|(h, held)| held.jobs.iter().map(move |&j| (j, h)))
                 .collect();
-            let exact = candidates.iter().copied().find(|&h| holdings[h].jobs[..] == members[..]);
-            if let Some(h) = exact.or(candidates.first().copied()) {
-                claimed[h] = Some(combo);
-                reused.insert(combo, h);
+            let asked = view.running.iter().copied().chain(chosen.iter().flat_map(|(c, _)| c.jobs()));
+            for id in asked {
+                assert_eq!(holding_of(id), map.get(&id).copied(), "holding of {id}");
             }
         }
+        // Reuse, in priority order: the holding of exactly this pair, else of a member.
+        let mut claimed: Vec<Option<Combo>> = vec![None; holdings.len()];
+        let mut reused: Vec<(Combo, usize)> = Vec::new();
+        for &(combo, t) in chosen {
+            let members = combo.jobs();
+            let mut candidates = members
+                .iter()
+                .filter_map(|&j| holding_of(j))
+                .filter(|&h| holdings[h].gpu_type == t && claimed[h].is_none());
+            let (first, second) = (candidates.next(), candidates.next());
+            let exact = [first, second].into_iter().flatten().find(|&h| holdings[h].jobs[..] == members[..]);
+            if let Some(h) = exact.or(first) {
+                claimed[h] = Some(combo);
+                reused.push((combo, h));
+            }
+        }
+        // In combination order (each is chosen at most once), as the map kept them.
+        reused.sort_unstable_by_key(|&(c, _)| c);
+        let is_reused = |c: &Combo| reused.binary_search_by_key(c, |&(r, _)| r).is_ok();
         // Jobs that stay where they run: members of the combination that claimed their holding.
-        let stays =
-            |id: JobId| holding_of.get(&id).is_some_and(|&h| claimed[h].is_some_and(|c| c.contains(id)));
+        let stays = |id: JobId| holding_of(id).is_some_and(|h| claimed[h].is_some_and(|c| c.contains(id)));
         let mut free = FreeMap::new(view.cluster);
         for (h, held) in holdings.iter().enumerate() {
             if claimed[h].is_none() {
-                free.give_back(&held.gpus);
+                free.give_back(held.gpus);
             }
         }
         for &id in view.running {
@@ -1187,7 +1227,7 @@ impl Gavel {
             }
         }
         let mut placed: Vec<Placed> = Vec::new();
-        for (&combo, &h) in &reused {
+        for &(combo, h) in &reused {
             let held = &holdings[h];
             let anchor =
                 combo.jobs().into_iter().find(|&j| held.jobs.contains(&j)).expect("claimed by a member");
@@ -1196,7 +1236,7 @@ impl Gavel {
                     decision.actions.push(Action::StartShared { job: id, partner: anchor });
                 }
             }
-            placed.push(Placed { combo, gpu_type: held.gpu_type, gpus: held.gpus.clone() });
+            placed.push(Placed { combo, gpu_type: held.gpu_type, gpus: held.gpus.to_vec() });
         }
         // A ghost runs its last credited steps on no GPUs: its engine job is done.
         for &(combo, t) in chosen {
@@ -1208,9 +1248,7 @@ impl Gavel {
         let mut to_place: Vec<(Combo, usize)> = chosen
             .iter()
             .copied()
-            .filter(|&(c, _)| {
-                !reused.contains_key(&c) && !self.is_ghost(c) && self.allocation.contains_key(&c)
-            })
+            .filter(|&(c, _)| !is_reused(&c) && !self.is_ghost(c) && self.allocation.contains_key(&c))
             .collect();
         to_place.sort_by_key(|&(c, _)| std::cmp::Reverse(self.scale_factor(c)));
         for (combo, t) in to_place {
@@ -1275,8 +1313,10 @@ impl Gavel {
             let mut targets = [None; 2];
             for (k, (id, rate)) in combo.jobs().into_iter().zip(self.combo_rates(combo, gpu_type)).enumerate()
             {
-                let done = self.plan_done(view, id, now);
+                let real = view.job(id).work_done(now);
                 let tracked = self.jobs.get_mut(&id).expect("chosen jobs are tracked");
+                // `plan_done` with the one lookup.
+                let done = real.min(tracked.credited);
                 let left = (tracked.work - done).max(0.0);
                 let steps = (rate * round_s).floor().min(left);
                 tracked.credited = if steps >= left { tracked.work } else { done + steps };
@@ -1293,8 +1333,13 @@ impl Gavel {
         has_verdict.extend(decision.waiting.iter().map(|(id, _)| *id));
         has_verdict.sort_unstable();
         decision.waiting.reserve(self.jobs.len().saturating_sub(has_verdict.len()));
+        // Both in job order: one walk, no search per job.
+        let mut verdicts = has_verdict.iter().peekable();
         for (&id, tracked) in &self.jobs {
-            if !tracked.ghost && has_verdict.binary_search(&id).is_err() {
+            while verdicts.next_if(|&&v| v < id).is_some() {}
+            let has = verdicts.peek().is_some_and(|&&v| v == id);
+            debug_assert_eq!(has, has_verdict.binary_search(&id).is_ok());
+            if !tracked.ghost && !has {
                 decision.waiting.push((id, WaitReason::NotThisRound));
             }
         }
@@ -1312,7 +1357,7 @@ impl Gavel {
 }
 
 /// The GPU sets running jobs hold now: one per job alone, one per pair.
-fn holdings(view: &ClusterView<'_>) -> Vec<Holding> {
+fn holdings<'a>(view: &ClusterView<'a>) -> Vec<Holding<'a>> {
     let mut out = Vec::new();
     for job in view.running_jobs() {
         let partner = job.partner.filter(|p| view.running.contains(p));
@@ -1324,7 +1369,7 @@ fn holdings(view: &ClusterView<'_>) -> Vec<Holding> {
             Some(p) => Members { ids: [job.id(), p], len: 2 },
             None => Members { ids: [job.id(), job.id()], len: 1 },
         };
-        out.push(Holding { gpu_type: view.cluster.gpu_type_of(first).index(), gpus: job.gpus.clone(), jobs });
+        out.push(Holding { gpu_type: view.cluster.gpu_type_of(first).index(), gpus: &job.gpus, jobs });
     }
     out
 }
