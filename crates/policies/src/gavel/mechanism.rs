@@ -761,6 +761,8 @@ impl Gavel {
         ranking.combos.clear();
         ranking.keys.clear();
         let mut allocation = self.allocation.iter().peekable();
+        // Singles come in job order, as `jobs` iterates: walked side by side too.
+        let mut jobs = self.jobs.iter().peekable();
         for ((&combo, times), (&same, deficits)) in self.combo_time_s.iter().zip(&self.deficits_s) {
             debug_assert_eq!(combo, same, "deficits_s and combo_time_s hold the same combinations");
             while allocation.next_if(|&(&c, _)| c < combo).is_some() {}
@@ -772,7 +774,10 @@ impl Gavel {
             };
             // What `runs_on(combo, t)` reads, looked up once.
             let single = match combo {
-                Combo::Single(a) => self.jobs.get(&a).map(|j| &j.rates),
+                Combo::Single(a) => {
+                    while jobs.next_if(|&(&id, _)| id < a).is_some() {}
+                    jobs.peek().filter(|&&(&id, _)| id == a).map(|&(_, j)| &j.rates)
+                }
                 Combo::Pair(..) => None,
             };
             let pair = match combo {
@@ -1275,18 +1280,25 @@ impl Gavel {
     /// Gavel's lease counters: a combination of the last round with a job still
     /// active had an opportunity; it was extended if it runs on the same GPUs.
     fn count_leases(&mut self, previous: &[RoundEntry], placed: &[Placed]) {
-        // Each combination is placed at most once: look it up by combination.
-        let mut by_combo: Vec<(Combo, usize)> =
-            placed.iter().enumerate().map(|(k, p)| (p.combo, k)).collect();
-        by_combo.sort_unstable();
+        // Each combination is placed at most once: look it up by combination,
+        // in `placed` itself when it is in combination order (a kept placement).
+        let sorted = placed.windows(2).all(|w| w[0].combo < w[1].combo);
+        let mut order: Vec<usize> = Vec::new();
+        if !sorted {
+            order.extend(0..placed.len());
+            order.sort_unstable_by_key(|&k| placed[k].combo);
+        }
+        let find = |combo: Combo| -> Option<usize> {
+            if sorted {
+                placed.binary_search_by_key(&combo, |p| p.combo).ok()
+            } else {
+                order.binary_search_by_key(&combo, |&k| placed[k].combo).ok().map(|i| order[i])
+            }
+        };
         for entry in previous {
             if entry.combo.jobs().iter().any(|id| self.jobs.contains_key(id)) {
                 self.stats.lease_opportunities += 1;
-                let at = by_combo.partition_point(|&(c, _)| c < entry.combo);
-                let same = by_combo[at..]
-                    .iter()
-                    .take_while(|&&(c, _)| c == entry.combo)
-                    .any(|&(_, k)| placed[k].gpus == entry.gpus);
+                let same = find(entry.combo).is_some_and(|k| placed[k].gpus == entry.gpus);
                 #[cfg(test)]
                 assert_eq!(same, placed.iter().any(|p| p.combo == entry.combo && p.gpus == entry.gpus));
                 if same {
