@@ -4,6 +4,10 @@
 # machine's load falls on both alike, and checks that both write the same bytes (the
 # --json output and the --jobs-csv rows). Also times the start-up alone (the trace's
 # first 4 jobs). Prints a Markdown table: best and median wall time of each, their ratios.
+# With SIZES=1 it then times gavel-fifo at 1,000, 3,000 and 10,000 jobs at constant load
+# (the trace's first 1,000 jobs; all 3,000; the trace three and a third times over, each
+# copy's arrivals shifted by its last arrival plus one mean gap, 600 s), per 1,000 jobs,
+# and checks those outputs too.
 #
 # Usage: scripts/gavel-round-speed.sh OLD_BIN [REPEATS] [POLICY...]
 #   OLD_BIN  a cotenant binary built from an earlier commit; the new one is this
@@ -37,6 +41,17 @@ run() { # run SIDE BIN TRACE POLICY TAG REPEAT
 }
 
 status=0
+if [[ ${SIZES:-0} == 1 ]]; then
+  head -n 1000 "$GAVEL" > "$RAW/g1000.trace"
+  cp "$GAVEL" "$RAW/g3000.trace"
+  # Arrivals are the 10th column (whole seconds); copy k starts k x (last + 600) s later.
+  awk -F'\t' -v OFS='\t' 'NR == FNR { last = $10; rows[NR] = $0; n = NR; next } END {
+      shift = last + 600; out = 0
+      for (k = 0; out < 10000; k++) for (i = 1; i <= n && out < 10000; i++) {
+        split(rows[i], f, "\t"); f[10] += k * shift; line = f[1]
+        for (c = 2; c <= 10; c++) line = line OFS f[c]
+        print line; out++ } }' "$GAVEL" /dev/null > "$RAW/g10000.trace"
+fi
 for policy in start-up "${POLICIES[@]}"; do
   trace=$GAVEL; p=$policy
   [[ $policy == start-up ]] && { trace=$RAW/start.trace; p=gavel-fifo; }
@@ -49,9 +64,23 @@ for policy in start-up "${POLICIES[@]}"; do
     status=1
   fi
 done
+if [[ ${SIZES:-0} == 1 ]]; then
+  for n in 1000 3000 10000; do
+    for r in $(seq "$REPEATS"); do
+      run old "$OLD" "$RAW/g$n.trace" gavel-fifo "size-$n" "$r"
+      run new "$NEW" "$RAW/g$n.trace" gavel-fifo "size-$n" "$r"
+    done
+    if ! cmp -s "$RAW/size-$n-old.json" "$RAW/size-$n-new.json" || ! cmp -s "$RAW/size-$n-old.csv" "$RAW/size-$n-new.csv"; then
+      echo "error: gavel-fifo at $n jobs: the two binaries' outputs differ" >&2
+      status=1
+    fi
+  done
+fi
 echo "| run | before best / median (ms) | after best / median (ms) | ratio (best) | ratio (median) | outputs |"
 echo "|---|---:|---:|---:|---:|---|"
-for policy in start-up "${POLICIES[@]}"; do
+SIZE_ROWS=()
+[[ ${SIZES:-0} == 1 ]] && SIZE_ROWS=(size-1000 size-3000 size-10000)
+for policy in start-up "${POLICIES[@]}" "${SIZE_ROWS[@]}"; do
   python3 - "$RAW" "$policy" <<'PY'
 import statistics, sys
 raw, policy = sys.argv[1], sys.argv[2]
@@ -60,6 +89,9 @@ new = [float(x) * 1000 for x in open(f"{raw}/{policy}-new.times")]
 import filecmp
 same = all(filecmp.cmp(f"{raw}/{policy}-old.{e}", f"{raw}/{policy}-new.{e}", shallow=False) for e in ("json", "csv"))
 label = "start-up (4 jobs, gavel-fifo)" if policy == "start-up" else policy
+if policy.startswith("size-"):
+    n = int(policy[5:])
+    label = f"gavel-fifo, {n:,} jobs (per 1,000: {min(old) * 1000 / n:.1f} / {min(new) * 1000 / n:.1f} ms best)"
 print(f"| {label} | {min(old):.0f} / {statistics.median(old):.0f} | {min(new):.0f} / {statistics.median(new):.0f} "
       f"| {min(old) / min(new):.2f}x | {statistics.median(old) / statistics.median(new):.2f}x "
       f"| {'identical' if same else 'DIFFER'} |")

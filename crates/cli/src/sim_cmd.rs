@@ -358,7 +358,7 @@ pub fn build_policies(run: &RunArgs, prepared: &Prepared) -> Result<Vec<Box<dyn 
     if let Some(round) = round {
         check_span("--round", round, limits::MIN_ROUND, limits::MAX_ROUND)?;
     }
-    let throughputs = load_throughputs(run)?.map(std::sync::Arc::new);
+    let throughputs = load_throughputs(run)?;
     let params = PolicyParams {
         placement,
         round,
@@ -470,11 +470,13 @@ fn with_tenant_config(mut params: PolicyParams, run: &RunArgs, prepared: &Prepar
 /// The table given with `--throughputs`, if any. A run asks for it twice (the rate
 /// model and the policies); the last file read is kept, so that it is parsed once
 /// (about a fifth of a 3,000-job gavel-fifo run was the second parse), unless the
-/// file's size or modification time changed since.
-pub fn load_throughputs(run: &RunArgs) -> Result<Option<cotenant_perf::throughput::ThroughputTable>> {
+/// file's size or modification time changed since. Both share the one table.
+pub fn load_throughputs(
+    run: &RunArgs,
+) -> Result<Option<std::sync::Arc<cotenant_perf::throughput::ThroughputTable>>> {
     type Stamp = (PathBuf, Option<std::time::SystemTime>, u64);
-    static LAST: std::sync::Mutex<Option<(Stamp, cotenant_perf::throughput::ThroughputTable)>> =
-        std::sync::Mutex::new(None);
+    type Table = std::sync::Arc<cotenant_perf::throughput::ThroughputTable>;
+    static LAST: std::sync::Mutex<Option<(Stamp, Table)>> = std::sync::Mutex::new(None);
     let Some(path) = run.throughputs.as_deref() else { return Ok(None) };
     let meta = std::fs::metadata(path).ok();
     let stamp: Stamp = (
@@ -486,7 +488,7 @@ pub fn load_throughputs(run: &RunArgs) -> Result<Option<cotenant_perf::throughpu
     if let Some((_, table)) = last.as_ref().filter(|(loaded, _)| stamp.1.is_some() && *loaded == stamp) {
         return Ok(Some(table.clone()));
     }
-    let table = cotenant_trace::gavel_throughputs::read_gavel_throughputs(path)?;
+    let table = Table::new(cotenant_trace::gavel_throughputs::read_gavel_throughputs(path)?);
     *last = Some((stamp, table.clone()));
     Ok(Some(table))
 }

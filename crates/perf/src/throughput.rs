@@ -121,6 +121,18 @@ impl ThroughputTable {
         self.slot(key, gpu_type).colocated.insert(other.clone(), rates);
     }
 
+    /// What is known about `key` on the GPU type at index `gpu_type`, for a
+    /// reader to fill in: created empty on every type if `key` is new (as the
+    /// setters do), without copying the key when it is not. `gpu_type` must be
+    /// an index [`ThroughputTable::add_gpu_type`] returned.
+    pub fn type_rates_mut(&mut self, key: &JobTypeKey, gpu_type: usize) -> &mut TypeRates {
+        if !self.entries.contains_key(key) {
+            self.entries.insert(key.clone(), vec![TypeRates::default(); self.gpu_types.len()]);
+        }
+        let rates = self.entries.get_mut(key).expect("inserted above");
+        &mut rates[gpu_type]
+    }
+
     /// Everything known about `key` on the GPU type at `gpu_type` index.
     pub fn rates(&self, key: &JobTypeKey, gpu_type: usize) -> Option<&TypeRates> {
         self.entries.get(key)?.get(gpu_type)

@@ -11,6 +11,8 @@
 //!   pair `[own, other]`. A pair the table lacks is time-sliced: each job gets
 //!   the isolated rate divided by the number of jobs sharing.
 
+use std::sync::Arc;
+
 use cotenant_core::JobSpec;
 use cotenant_perf::throughput::{JobTypeKey, ThroughputTable};
 
@@ -42,7 +44,8 @@ pub enum GavelRatesError {
 /// Rates from a throughput table for one workload on one cluster.
 #[derive(Clone, Debug)]
 pub struct GavelRates {
-    table: ThroughputTable,
+    /// Shared with the policies (one copy of the table per run).
+    table: Arc<ThroughputTable>,
     job_types: Vec<String>,
     /// Table GPU type index of each cluster GPU type (by `GpuTypeId`).
     table_type_of: Vec<Option<usize>>,
@@ -53,11 +56,12 @@ impl GavelRates {
     /// `job_types` are the workload's job-type names; `cluster_gpu_types` the
     /// cluster's GPU type names (matched to the table's ignoring ASCII case).
     pub fn new(
-        table: ThroughputTable,
+        table: impl Into<Arc<ThroughputTable>>,
         job_types: Vec<String>,
         cluster_gpu_types: &[String],
         consolidation: Consolidation,
     ) -> Result<GavelRates, GavelRatesError> {
+        let table = table.into();
         let mut table_type_of = Vec::with_capacity(cluster_gpu_types.len());
         for name in cluster_gpu_types {
             let index = table.gpu_types().iter().position(|t| t.eq_ignore_ascii_case(name));

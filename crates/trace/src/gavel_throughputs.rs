@@ -15,6 +15,9 @@ use serde_json::Value;
 /// Suffix Gavel gives a worker type measured with the job spread over servers.
 pub const UNCONSOLIDATED_SUFFIX: &str = "_unconsolidated";
 
+/// Most bytes reserved up front for a gzip file's text (the trailer's size is a hint).
+const MAX_SIZE_HINT: usize = 64 << 20;
+
 /// A throughput file that cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ThroughputsError {
@@ -33,7 +36,12 @@ pub fn read_gavel_throughputs(path: &Path) -> Result<ThroughputTable, Throughput
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|error| ThroughputsError::Io { file: file.clone(), error })?;
     let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
+        // The gzip trailer's last four bytes hold the text's size (mod 2^32): room
+        // for it up front instead of doubling (a hint only, capped).
+        let size = bytes.len().checked_sub(4).map_or(0, |at| {
+            u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]) as usize
+        });
+        let mut out = Vec::with_capacity(size.min(MAX_SIZE_HINT) + 1);
         flate2::read::MultiGzDecoder::new(&bytes[..])
             .read_to_end(&mut out)
             .map_err(|error| ThroughputsError::Io { file: file.clone(), error })?;
@@ -52,7 +60,140 @@ pub fn read_gavel_throughputs(path: &Path) -> Result<ThroughputTable, Throughput
 }
 
 /// Parses the JSON text; `file` names it in errors.
+///
+/// A well-formed table (keys without escapes) is read in one pass straight into
+/// borrowed maps ([`parse_fast`]), with each partner key parsed once; anything
+/// else (malformed input, escaped keys) goes through the plain reader, which
+/// builds a JSON tree first and names the bad entry. Both give the same table
+/// (`fast_and_plain_readers_agree`).
 pub fn parse_gavel_throughputs(text: &str, file: &str) -> Result<ThroughputTable, ThroughputsError> {
+    match parse_fast(text) {
+        Some(table) => Ok(table),
+        None => parse_plain(text, file),
+    }
+}
+
+/// One value of a job's entry: a number (`"null"`: its isolated rate), a pair
+/// `[own, other]` of numbers, or anything else (which only the plain reader's
+/// error can describe, or, under an unconsolidated worker type, is skipped).
+enum RawRate {
+    Number(f64),
+    Pair(f64, f64),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for RawRate {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RawRate, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = RawRate;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a rate or a pair of rates")
+            }
+            // As `Value::as_f64` converts each kind of JSON number.
+            fn visit_f64<E>(self, v: f64) -> Result<RawRate, E> {
+                Ok(RawRate::Number(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<RawRate, E> {
+                Ok(RawRate::Number(v as f64))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<RawRate, E> {
+                Ok(RawRate::Number(v as f64))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<RawRate, E> {
+                Ok(RawRate::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<RawRate, E> {
+                Ok(RawRate::Other)
+            }
+            fn visit_unit<E>(self) -> Result<RawRate, E> {
+                Ok(RawRate::Other)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RawRate, A::Error> {
+                while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(RawRate::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<RawRate, A::Error> {
+                let mut items: [Option<f64>; 2] = [None, None];
+                let mut len = 0usize;
+                while let Some(item) = seq.next_element::<RawRate>()? {
+                    if let (Some(slot), RawRate::Number(v)) = (items.get_mut(len), item) {
+                        *slot = Some(v);
+                    }
+                    len += 1;
+                }
+                Ok(match (len, items) {
+                    (2, [Some(own), Some(other)]) => RawRate::Pair(own, other),
+                    _ => RawRate::Other,
+                })
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
+}
+
+/// Worker type -> job key -> partner key (or `"null"`) -> value, keys borrowed
+/// from the text (a key with an escape fails here and goes to the plain reader).
+/// Maps keep the last of duplicate keys and iterate in key order, as
+/// `serde_json::Map` does.
+type RawTable<'a> = std::collections::BTreeMap<
+    &'a str,
+    std::collections::BTreeMap<&'a str, std::collections::BTreeMap<&'a str, RawRate>>,
+>;
+
+/// The table, if `text` is a well-formed throughput file whose keys have no
+/// escapes; `None` sends it to [`parse_plain`] (same table or its error).
+pub fn parse_fast(text: &str) -> Option<ThroughputTable> {
+    let raw: RawTable<'_> = serde_json::from_str(text).ok()?;
+    let mut keys: std::collections::HashMap<&str, JobTypeKey> = std::collections::HashMap::new();
+    let mut table = ThroughputTable::new();
+    let mut names: Vec<&str> = raw.keys().copied().collect();
+    names.sort_by_key(|n| (n.ends_with(UNCONSOLIDATED_SUFFIX), *n));
+    for worker in names {
+        let (gpu_type, unconsolidated) = match worker.strip_suffix(UNCONSOLIDATED_SUFFIX) {
+            Some(base) => (base, true),
+            None => (worker, false),
+        };
+        let t = table.add_gpu_type(gpu_type);
+        for (job_text, values) in &raw[worker] {
+            let key = parse_job_key(job_text)?;
+            for (other_text, value) in values {
+                if *other_text == "null" {
+                    let RawRate::Number(rate) = *value else { return None };
+                    let rate = Some(rate).filter(|r| r.is_finite() && *r >= 0.0)?;
+                    if unconsolidated {
+                        table.set_unconsolidated(&key, gpu_type, rate);
+                    } else {
+                        table.set_consolidated(&key, gpu_type, rate);
+                    }
+                    continue;
+                }
+                if unconsolidated {
+                    continue;
+                }
+                let RawRate::Pair(own, theirs) = *value else { return None };
+                if ![own, theirs].iter().all(|r| r.is_finite() && *r >= 0.0) {
+                    return None;
+                }
+                let other = match keys.get(other_text) {
+                    Some(other) => other.clone(),
+                    None => {
+                        let other = parse_job_key(other_text)?;
+                        keys.insert(other_text, other.clone());
+                        other
+                    }
+                };
+                let rates = PairRates { own_steps_per_s: own, other_steps_per_s: theirs };
+                table.type_rates_mut(&key, t).colocated.insert(other, rates);
+            }
+        }
+    }
+    Some(table)
+}
+
+/// The plain reader: a JSON tree first, then each entry checked and named in
+/// errors.
+pub fn parse_plain(text: &str, file: &str) -> Result<ThroughputTable, ThroughputsError> {
     let root: Value = serde_json::from_str(text)
         .map_err(|e| ThroughputsError::Json { file: file.into(), message: e.to_string() })?;
     let entry = |path: &str, message: &str| ThroughputsError::Entry {
@@ -226,6 +367,95 @@ mod tests {
         let one = JobTypeKey::new("ResNet-18 (batch size 64)", 1);
         let pair = t.colocated(&one, &JobTypeKey::new("LM (batch size 10)", 1), 0).unwrap();
         assert_eq!((pair.own_steps_per_s, pair.other_steps_per_s), (2.0, 1.5));
+    }
+
+    /// The one-pass reader gives the plain reader's table on the sample, the
+    /// shipped table, and variations (unconsolidated pairs of any shape are
+    /// skipped by both); on input it cannot read it gives way to the plain one.
+    #[test]
+    fn fast_and_plain_readers_agree() {
+        let same = |text: &str| {
+            let fast = parse_fast(text).expect("the one-pass reader reads it");
+            assert_eq!(fast, parse_plain(text, "t.json").unwrap(), "{text}");
+            assert_eq!(parse_gavel_throughputs(text, "t.json").unwrap(), fast);
+        };
+        same(SAMPLE);
+        same(
+            r#"{"k80_unconsolidated": {"('A', 2)": {"null": 3, "('B', 2)": "skipped", "x": {}}},
+                  "k80": {"('A', 2)": {"null": 4e0, "('A', 2)": [1, 2.5]}, "('B', 1)": {}}}"#,
+        );
+        // Duplicate keys: the last wins in both.
+        same(r#"{"v100": {"('A', 1)": {"null": 1.0}, "('A', 1)": {"('A', 1)": [0.5, 0.5]}}}"#);
+        let shipped =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/gavel/simulation_throughputs.json.gz");
+        if let Ok(bytes) = std::fs::read(&shipped) {
+            let mut text = String::new();
+            flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
+            same(&text);
+        }
+        // Escaped keys and every malformed shape go to the plain reader.
+        for text in [
+            r#"{"k\u00380": {"('A', 1)": {"null": 1.0}}}"#,
+            r#"{"k80": {"('A', 1)": {"null": -1.0}}}"#,
+            r#"{"k80": {"('A', 1)": {"null": [1.0, 2.0]}}}"#,
+            r#"{"k80": {"('A', 1)": {"('B', 1)": [1.0]}}}"#,
+            r#"{"k80": {"('A', 1)": {"('B', 1)": [1.0, "x"]}}}"#,
+            r#"{"k80": {"('A', 1)": {"B": [1.0, 2.0]}}}"#,
+            r#"{"k80": {"A": {}}}"#,
+            r#"{"k80": []}"#,
+            "[",
+        ] {
+            assert!(parse_fast(text).is_none(), "{text}");
+        }
+        let escaped = r#"{"k\u00380": {"('A', 1)": {"null": 1.0}}}"#;
+        assert_eq!(parse_gavel_throughputs(escaped, "t.json").unwrap().gpu_types(), ["k80"]);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+        /// Random tables (base and unconsolidated worker types, repeated and
+        /// differently spaced job keys, pairs, and now and then a malformed
+        /// value or key): the reader gives what the plain reader gives, table or
+        /// error, and the one-pass reader either agrees or declines.
+        #[test]
+        fn the_reader_is_the_plain_reader(
+            workers in proptest::collection::vec(
+                (0usize..4, proptest::collection::vec(
+                    (0usize..4, proptest::collection::vec((0usize..5, 0u32..6, 0u32..6, 0usize..12), 0..5)),
+                    0..4,
+                )),
+                0..4,
+            ),
+        ) {
+            let worker_names = ["k80", "v100", "k80_unconsolidated", "p100"];
+            let job_keys = ["('A', 1)", "('A',1)", "('B (x, y)', 2)", "('A', 2)"];
+            let partners = ["null", "('A', 1)", "('B (x, y)', 2)", "(' A', 1)", "('A', 2)"];
+            let mut text = String::from("{");
+            for (w, (worker, jobs)) in workers.iter().enumerate() {
+                text += &format!("{}\"{}\": {{", if w > 0 { "," } else { "" }, worker_names[*worker]);
+                for (j, (job, values)) in jobs.iter().enumerate() {
+                    text += &format!("{}\"{}\": {{", if j > 0 { "," } else { "" }, job_keys[*job]);
+                    for (v, &(partner, x, y, shape)) in values.iter().enumerate() {
+                        let value = match (partners[partner], shape) {
+                            (_, 0) => "\"bad\"".to_string(),
+                            (_, 1) => format!("[{x}]"),
+                            ("null", _) => format!("{x}.{y}"),
+                            (_, _) => format!("[{x}, {y}e-1]"),
+                        };
+                        text += &format!("{}\"{}\": {value}", if v > 0 { "," } else { "" }, partners[partner]);
+                    }
+                    text += "}";
+                }
+                text += "}";
+            }
+            text += "}";
+            let plain = parse_plain(&text, "t.json").map_err(|e| e.to_string());
+            proptest::prop_assert_eq!(parse_gavel_throughputs(&text, "t.json").map_err(|e| e.to_string()), plain.clone());
+            if let Some(fast) = parse_fast(&text) {
+                proptest::prop_assert_eq!(Ok(fast), plain);
+            }
+        }
     }
 
     #[test]

@@ -216,9 +216,10 @@ struct Types {
 
 /// GPUs held now by one running job, or by two sharing them.
 #[derive(Clone, Debug)]
-struct Holding {
+struct Holding<'a> {
     gpu_type: usize,
-    gpus: Vec<GpuId>,
+    /// Borrowed from the engine's job: no copy per round.
+    gpus: &'a [GpuId],
     jobs: Members,
 }
 
@@ -252,7 +253,7 @@ impl PartialEq for Ranking {
 }
 
 /// A combination chosen for the round and where it runs.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct Placed {
     combo: Combo,
     gpu_type: usize,
@@ -285,6 +286,36 @@ pub struct Gavel {
     stats: GavelStats,
     /// The ranking's buffers, reused from round to round.
     scratch: Ranking,
+    /// Whether the last [`Gavel::choose`] took every combination of positive
+    /// priority it ranked, on every GPU type (none turned away).
+    took_every_positive: bool,
+    /// What the last full round chose, when a steady round may repeat it
+    /// without ranking, choosing or placing ([`Gavel::steady_round`]).
+    steady: Option<Steady>,
+    /// The GPU-type order buffer of a steady round's shuffle.
+    order_scratch: Vec<usize>,
+    /// Rates per cluster GPU type by (job type, scale factor).
+    rate_cache: BTreeMap<(Option<u32>, u32), Vec<f64>>,
+}
+
+/// The outcome of a FIFO round whose greedy pass took every combination of
+/// positive priority, all of them single jobs (`chosen`: job and GPU type, in
+/// job order), with `up` GPUs of each type. Positive priority is `X > 0` on a
+/// type the job runs on (time received never makes it zero: see
+/// [`Gavel::steady_round`]), so until the allocation, a reset or a ghost
+/// changes it, every later round chooses the same jobs less those that left.
+#[derive(Clone, Debug)]
+struct Steady {
+    chosen: Vec<(Combo, usize)>,
+    up: Vec<u32>,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Rounds `steady_round` decided (tests check that the fast path runs).
+    static STEADY_ROUNDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Rounds `place_kept` placed (tests check that the shortcut runs).
+    static KEPT_PLACEMENTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 impl Gavel {
@@ -309,6 +340,10 @@ impl Gavel {
             round: None,
             stats: GavelStats::default(),
             scratch: Ranking::default(),
+            took_every_positive: false,
+            steady: None,
+            order_scratch: Vec::new(),
+            rate_cache: BTreeMap::new(),
         }
     }
 
@@ -355,6 +390,20 @@ impl Gavel {
         spec.job_type
             .and_then(|t| self.job_types.get(t as usize))
             .map(|model| JobTypeKey::new(model.clone(), spec.gpus.max(1)))
+    }
+
+    /// [`Gavel::rates_of`], computed once per job type and scale factor (what
+    /// it depends on; the table and the cluster's types are fixed).
+    fn rates_cached(&mut self, view: &ClusterView<'_>, id: JobId) -> Vec<f64> {
+        let spec = &view.job(id).spec;
+        let key = (spec.job_type, spec.gpus.max(1));
+        if let Some(rates) = self.rate_cache.get(&key) {
+            debug_assert_eq!(*rates, self.rates_of(view, id));
+            return rates.clone();
+        }
+        let rates = self.rates_of(view, id);
+        self.rate_cache.insert(key, rates.clone());
+        rates
     }
 
     fn rates_of(&self, view: &ClusterView<'_>, id: JobId) -> Vec<f64> {
@@ -421,6 +470,10 @@ impl Gavel {
     /// (the engine's clock runs up to ROUND_SLACK per round ahead) wait for
     /// the next round, as they do in Gavel.
     fn admit_arrivals(&mut self, view: &ClusterView<'_>, up_to_s: f64) {
+        // Most rounds admit no one: no split and rebuild of the arrived set then.
+        if !self.arrived.iter().any(|&id| view.job(id).spec.arrival.as_secs_f64() <= up_to_s) {
+            return;
+        }
         let n = self.worker_time_s.len();
         let (arrived, later): (Vec<JobId>, Vec<JobId>) = std::mem::take(&mut self.arrived)
             .into_iter()
@@ -429,7 +482,7 @@ impl Gavel {
         for id in arrived {
             let job = view.job(id);
             let tracked = Tracked {
-                rates: self.rates_of(view, id),
+                rates: self.rates_cached(view, id),
                 scale_factor: job.spec.gpus.max(1),
                 weight: (job.spec.priority as f64 + 1.0).max(1.0),
                 arrival: job.spec.arrival,
@@ -535,6 +588,7 @@ impl Gavel {
     /// Gavel's `_reset_time_run_so_far`: one walk over the per-combination maps
     /// side by side (the same order), no lookups.
     fn reset_time(&mut self, now_s: f64) {
+        self.steady = None;
         #[cfg(test)]
         let plain = {
             let (mut times, mut deficits, mut workers) =
@@ -601,6 +655,7 @@ impl Gavel {
     }
 
     fn compute_allocation(&mut self, view: &ClusterView<'_>, now: Time, clock_s: f64) {
+        self.steady = None;
         let types = self.types.as_ref().expect("types initialized");
         let capacity: Vec<u32> = (0..types.names.len())
             .map(
@@ -706,6 +761,8 @@ impl Gavel {
         ranking.combos.clear();
         ranking.keys.clear();
         let mut allocation = self.allocation.iter().peekable();
+        // Singles come in job order, as `jobs` iterates: walked side by side too.
+        let mut jobs = self.jobs.iter().peekable();
         for ((&combo, times), (&same, deficits)) in self.combo_time_s.iter().zip(&self.deficits_s) {
             debug_assert_eq!(combo, same, "deficits_s and combo_time_s hold the same combinations");
             while allocation.next_if(|&(&c, _)| c < combo).is_some() {}
@@ -717,7 +774,10 @@ impl Gavel {
             };
             // What `runs_on(combo, t)` reads, looked up once.
             let single = match combo {
-                Combo::Single(a) => self.jobs.get(&a).map(|j| &j.rates),
+                Combo::Single(a) => {
+                    while jobs.next_if(|&(&id, _)| id < a).is_some() {}
+                    jobs.peek().filter(|&&(&id, _)| id == a).map(|&(_, j)| &j.rates)
+                }
                 Combo::Pair(..) => None,
             };
             let pair = match combo {
@@ -803,22 +863,28 @@ impl Gavel {
         let mut chosen = Vec::new();
         let n = ranking.types;
         let mut entries: Vec<usize> = Vec::with_capacity(ranking.combos.len());
+        self.took_every_positive = true;
         for &t in &order {
             // Positive priorities first; zero ones (most pairs) are ordered only
             // if GPUs of the type are left, and never for FIFO. Priorities are
             // never negative, so this is the order of sorting all at once.
             for positive in [true, false] {
-                if left[t] == 0 || (is_fifo && !positive) {
+                if is_fifo && !positive {
                     break;
                 }
                 let key = |k: usize| ranking.keys[k * n + t];
                 entries.clear();
                 entries.extend((0..ranking.combos.len()).filter(|&k| (key(k).0 > 0.0) == positive));
+                if left[t] == 0 {
+                    self.took_every_positive &= !positive || entries.is_empty();
+                    break;
+                }
                 // Stable: equal keys keep Gavel's insertion order, as Python's sorted(reverse=True).
                 entries.sort_by(|&a, &b| {
                     let ((pa, da, xa), (pb, db, xb)) = (key(a), key(b));
                     pb.total_cmp(&pa).then(db.total_cmp(&da)).then(xb.total_cmp(&xa))
                 });
+                let mut taken = 0;
                 for &k in &entries {
                     if left[t] == 0 {
                         break;
@@ -826,8 +892,10 @@ impl Gavel {
                     let combo = ranking.combos[k];
                     if self.runs_on(combo, t) && self.take(combo, t, view, &mut left, &mut picked) {
                         chosen.push((combo, t));
+                        taken += 1;
                     }
                 }
+                self.took_every_positive &= !positive || taken == entries.len();
             }
         }
         chosen
@@ -949,9 +1017,17 @@ impl Gavel {
             }
             return decision;
         }
+        if let Some(placed) = self.steady_round(view, clock_s) {
+            self.count_leases(&previous, &placed);
+            self.record_round(view, now, clock_s, placed, &mut decision);
+            return decision;
+        }
         let mut priorities = self.priorities(view, now, clock_s, false);
         let mut chosen = self.choose(&priorities, view, false);
+        let mut steady = self.took_every_positive && self.config.objective.is_fifo();
         if !chosen.iter().any(|(c, _)| self.allocation.contains_key(c)) {
+            // A forced reset (and maybe zero priorities): never repeated as steady.
+            steady = false;
             // Nothing would run (combinations chosen without an allocation get
             // no GPUs, as in Gavel). Gavel then forces a reset; without it no
             // timer would ever fire again.
@@ -967,10 +1043,125 @@ impl Gavel {
             }
         }
         self.scratch = priorities;
-        let placed = self.place(view, &chosen, &mut decision);
+        self.steady = self.steady_after(view, steady, &chosen);
+        let placed = match self.place_kept(view, &chosen) {
+            Some(placed) => placed,
+            None => self.place(view, &chosen, &mut decision),
+        };
         self.count_leases(&previous, &placed);
         self.record_round(view, now, clock_s, placed, &mut decision);
         decision
+    }
+
+    /// What a later round may repeat of a full round that chose `chosen` (see
+    /// [`Steady`]): only a FIFO pass that took every positive combination
+    /// (`took_all`) on its first try, all single jobs, none of them a ghost.
+    fn steady_after(
+        &self,
+        view: &ClusterView<'_>,
+        took_all: bool,
+        chosen: &[(Combo, usize)],
+    ) -> Option<Steady> {
+        let singles = chosen.iter().all(|&(c, _)| matches!(c, Combo::Single(_)) && !self.is_ghost(c));
+        if !took_all || !singles || chosen.is_empty() {
+            return None;
+        }
+        let mut jobs = chosen.to_vec();
+        jobs.sort_unstable_by_key(|&(c, _)| c);
+        Some(Steady { chosen: jobs, up: up_gpus_by_type(view, self.worker_time_s.len()) })
+    }
+
+    /// A round that repeats the last full one: no reset is due, the same GPUs
+    /// are up, and exactly the jobs it chose that are still active run, each
+    /// alone on the GPUs of the type it was chosen for. Then ranking and the
+    /// greedy pass would choose them again (their priority stays positive, and
+    /// no other combination's becomes positive: new jobs have no allocation
+    /// until the next reset), and placement keeps each on its GPUs (no stop, no
+    /// start), in job order. Draws the GPU-type shuffle the pass would draw.
+    /// `None`: run the full round.
+    fn steady_round(&mut self, view: &ClusterView<'_>, clock_s: f64) -> Option<Vec<Placed>> {
+        let interval_over = clock_s - self.last_reset_s >= self.config.reset_interval.as_secs_f64();
+        if self.need_update && (interval_over || self.last_reset_s == 0.0) {
+            return None;
+        }
+        let jobs = &self.jobs;
+        let steady = self.steady.as_mut()?;
+        steady.chosen.retain(|(combo, _)| jobs.contains_key(&combo.jobs()[0]));
+        if steady.chosen.is_empty() || up_gpus_by_type(view, self.worker_time_s.len()) != steady.up {
+            return None;
+        }
+        let chosen = std::mem::take(&mut steady.chosen);
+        let placed = self.place_kept(view, &chosen);
+        if let Some(steady) = self.steady.as_mut() {
+            steady.chosen = chosen;
+        }
+        let placed = placed?;
+        #[cfg(test)]
+        let shuffler_before = self.shuffler.clone();
+        if !self.config.objective.heterogeneity_aware() {
+            let types = self.types.as_ref().expect("types initialized");
+            self.order_scratch.clear();
+            self.order_scratch.extend_from_slice(&types.order);
+            self.shuffler.shuffle(&mut self.order_scratch);
+        }
+        #[cfg(test)]
+        {
+            STEADY_ROUNDS.with(|n| n.set(n.get() + 1));
+            // The full pass from the same state chooses and places the same.
+            let after = std::mem::replace(&mut self.shuffler, shuffler_before);
+            let ranking = self.rank_plain();
+            let chosen = self.choose(&ranking, view, false);
+            assert!(
+                chosen.iter().any(|(c, _)| self.allocation.contains_key(c)),
+                "{chosen:?} {placed:?} {:?} {:?} {:?}",
+                ranking,
+                self.allocation,
+                self.jobs.keys().collect::<Vec<_>>()
+            );
+            let mut decision = Decision::default();
+            let plain = self.place(view, &chosen, &mut decision);
+            assert_eq!(plain, placed, "a steady round places as the full pass");
+            assert!(decision.actions.is_empty() && decision.waiting.is_empty(), "{decision:?}");
+            assert_eq!(format!("{:?}", self.shuffler), format!("{after:?}"), "the same shuffle draws");
+        }
+        Some(placed)
+    }
+
+    /// [`Gavel::place`] when it keeps every running job where it is and starts
+    /// nothing: every chosen combination is a single job that runs now, alone
+    /// (no running partner), on GPUs of the type it was chosen for, and no other
+    /// job runs. Then each claims its own holding (lease extension), nothing is
+    /// preempted or placed anew, and the result is the chosen jobs in
+    /// combination order on the GPUs they hold. `None`: run `place`.
+    fn place_kept(&self, view: &ClusterView<'_>, chosen: &[(Combo, usize)]) -> Option<Vec<Placed>> {
+        if chosen.is_empty() || view.running.len() != chosen.len() {
+            return None;
+        }
+        let mut placed = Vec::with_capacity(chosen.len());
+        for &(combo, t) in chosen {
+            let Combo::Single(id) = combo else { return None };
+            let job = view.job(id);
+            let alone = job.partner.is_none_or(|p| !view.running.contains(&p));
+            let on_type = job.gpus.first().is_some_and(|&g| view.cluster.gpu_type_of(g).index() == t);
+            if !alone || !on_type || !view.running.contains(&id) {
+                return None;
+            }
+            placed.push(Placed { combo, gpu_type: t, gpus: job.gpus.clone() });
+        }
+        // Distinct running jobs, as many as run: exactly the running set.
+        placed.sort_unstable_by_key(|p| p.combo);
+        if placed.windows(2).any(|w| w[0].combo == w[1].combo) {
+            return None;
+        }
+        #[cfg(test)]
+        {
+            KEPT_PLACEMENTS.with(|n| n.set(n.get() + 1));
+            let mut decision = Decision::default();
+            let plain = self.place(view, chosen, &mut decision);
+            assert_eq!(plain, placed, "kept placement = the full placement");
+            assert!(decision.actions.is_empty() && decision.waiting.is_empty(), "{decision:?}");
+        }
+        Some(placed)
     }
 
     /// Where each chosen combination runs: on GPUs one of its jobs holds on
@@ -983,34 +1174,56 @@ impl Gavel {
         decision: &mut Decision,
     ) -> Vec<Placed> {
         let holdings = holdings(view);
-        let holding_of: BTreeMap<JobId, usize> = holdings
+        // Job -> holding, sorted by job (stable: of a job listed twice, the later
+        // holding wins, as it did in the map this replaces).
+        let mut holding_of: Vec<(JobId, usize)> = holdings
             .iter()
             .enumerate()
             .flat_map(|(h, held)| held.jobs.iter().map(move |&j| (j, h)))
             .collect();
-        // Reuse, in priority order: the holding of exactly this pair, else of a member.
-        let mut claimed: Vec<Option<Combo>> = vec![None; holdings.len()];
-        let mut reused: BTreeMap<Combo, usize> = BTreeMap::new();
-        for &(combo, t) in chosen {
-            let members = combo.jobs();
-            let candidates: Vec<usize> = members
+        holding_of.sort_by_key(|&(j, _)| j);
+        let holding_of = |id: JobId| -> Option<usize> {
+            let end = holding_of.partition_point(|&(j, _)| j <= id);
+            end.checked_sub(1).map(|k| holding_of[k]).filter(|&(j, _)| j == id).map(|(_, h)| h)
+        };
+        #[cfg(test)]
+        {
+            // The map it replaces: collected in holding order, the last of a job's entries kept.
+            let map: BTreeMap<JobId, usize> = holdings
                 .iter()
-                .filter_map(|j| holding_of.get(j).copied())
-                .filter(|&h| holdings[h].gpu_type == t && claimed[h].is_none())
+                .enumerate()
+                .flat_map(|(h, held)| held.jobs.iter().map(move |&j| (j, h)))
                 .collect();
-            let exact = candidates.iter().copied().find(|&h| holdings[h].jobs[..] == members[..]);
-            if let Some(h) = exact.or(candidates.first().copied()) {
-                claimed[h] = Some(combo);
-                reused.insert(combo, h);
+            let asked = view.running.iter().copied().chain(chosen.iter().flat_map(|(c, _)| c.jobs()));
+            for id in asked {
+                assert_eq!(holding_of(id), map.get(&id).copied(), "holding of {id}");
             }
         }
+        // Reuse, in priority order: the holding of exactly this pair, else of a member.
+        let mut claimed: Vec<Option<Combo>> = vec![None; holdings.len()];
+        let mut reused: Vec<(Combo, usize)> = Vec::new();
+        for &(combo, t) in chosen {
+            let members = combo.jobs();
+            let mut candidates = members
+                .iter()
+                .filter_map(|&j| holding_of(j))
+                .filter(|&h| holdings[h].gpu_type == t && claimed[h].is_none());
+            let (first, second) = (candidates.next(), candidates.next());
+            let exact = [first, second].into_iter().flatten().find(|&h| holdings[h].jobs[..] == members[..]);
+            if let Some(h) = exact.or(first) {
+                claimed[h] = Some(combo);
+                reused.push((combo, h));
+            }
+        }
+        // In combination order (each is chosen at most once), as the map kept them.
+        reused.sort_unstable_by_key(|&(c, _)| c);
+        let is_reused = |c: &Combo| reused.binary_search_by_key(c, |&(r, _)| r).is_ok();
         // Jobs that stay where they run: members of the combination that claimed their holding.
-        let stays =
-            |id: JobId| holding_of.get(&id).is_some_and(|&h| claimed[h].is_some_and(|c| c.contains(id)));
+        let stays = |id: JobId| holding_of(id).is_some_and(|h| claimed[h].is_some_and(|c| c.contains(id)));
         let mut free = FreeMap::new(view.cluster);
         for (h, held) in holdings.iter().enumerate() {
             if claimed[h].is_none() {
-                free.give_back(&held.gpus);
+                free.give_back(held.gpus);
             }
         }
         for &id in view.running {
@@ -1019,7 +1232,7 @@ impl Gavel {
             }
         }
         let mut placed: Vec<Placed> = Vec::new();
-        for (&combo, &h) in &reused {
+        for &(combo, h) in &reused {
             let held = &holdings[h];
             let anchor =
                 combo.jobs().into_iter().find(|&j| held.jobs.contains(&j)).expect("claimed by a member");
@@ -1028,7 +1241,7 @@ impl Gavel {
                     decision.actions.push(Action::StartShared { job: id, partner: anchor });
                 }
             }
-            placed.push(Placed { combo, gpu_type: held.gpu_type, gpus: held.gpus.clone() });
+            placed.push(Placed { combo, gpu_type: held.gpu_type, gpus: held.gpus.to_vec() });
         }
         // A ghost runs its last credited steps on no GPUs: its engine job is done.
         for &(combo, t) in chosen {
@@ -1040,9 +1253,7 @@ impl Gavel {
         let mut to_place: Vec<(Combo, usize)> = chosen
             .iter()
             .copied()
-            .filter(|&(c, _)| {
-                !reused.contains_key(&c) && !self.is_ghost(c) && self.allocation.contains_key(&c)
-            })
+            .filter(|&(c, _)| !is_reused(&c) && !self.is_ghost(c) && self.allocation.contains_key(&c))
             .collect();
         to_place.sort_by_key(|&(c, _)| std::cmp::Reverse(self.scale_factor(c)));
         for (combo, t) in to_place {
@@ -1069,10 +1280,28 @@ impl Gavel {
     /// Gavel's lease counters: a combination of the last round with a job still
     /// active had an opportunity; it was extended if it runs on the same GPUs.
     fn count_leases(&mut self, previous: &[RoundEntry], placed: &[Placed]) {
+        // Each combination is placed at most once: look it up by combination,
+        // in `placed` itself when it is in combination order (a kept placement).
+        let sorted = placed.windows(2).all(|w| w[0].combo < w[1].combo);
+        let mut order: Vec<usize> = Vec::new();
+        if !sorted {
+            order.extend(0..placed.len());
+            order.sort_unstable_by_key(|&k| placed[k].combo);
+        }
+        let find = |combo: Combo| -> Option<usize> {
+            if sorted {
+                placed.binary_search_by_key(&combo, |p| p.combo).ok()
+            } else {
+                order.binary_search_by_key(&combo, |&k| placed[k].combo).ok().map(|i| order[i])
+            }
+        };
         for entry in previous {
             if entry.combo.jobs().iter().any(|id| self.jobs.contains_key(id)) {
                 self.stats.lease_opportunities += 1;
-                if placed.iter().any(|p| p.combo == entry.combo && p.gpus == entry.gpus) {
+                let same = find(entry.combo).is_some_and(|k| placed[k].gpus == entry.gpus);
+                #[cfg(test)]
+                assert_eq!(same, placed.iter().any(|p| p.combo == entry.combo && p.gpus == entry.gpus));
+                if same {
                     self.stats.lease_extensions += 1;
                 }
             }
@@ -1096,8 +1325,10 @@ impl Gavel {
             let mut targets = [None; 2];
             for (k, (id, rate)) in combo.jobs().into_iter().zip(self.combo_rates(combo, gpu_type)).enumerate()
             {
-                let done = self.plan_done(view, id, now);
+                let real = view.job(id).work_done(now);
                 let tracked = self.jobs.get_mut(&id).expect("chosen jobs are tracked");
+                // `plan_done` with the one lookup.
+                let done = real.min(tracked.credited);
                 let left = (tracked.work - done).max(0.0);
                 let steps = (rate * round_s).floor().min(left);
                 tracked.credited = if steps >= left { tracked.work } else { done + steps };
@@ -1114,8 +1345,13 @@ impl Gavel {
         has_verdict.extend(decision.waiting.iter().map(|(id, _)| *id));
         has_verdict.sort_unstable();
         decision.waiting.reserve(self.jobs.len().saturating_sub(has_verdict.len()));
+        // Both in job order: one walk, no search per job.
+        let mut verdicts = has_verdict.iter().peekable();
         for (&id, tracked) in &self.jobs {
-            if !tracked.ghost && has_verdict.binary_search(&id).is_err() {
+            while verdicts.next_if(|&&v| v < id).is_some() {}
+            let has = verdicts.peek().is_some_and(|&&v| v == id);
+            debug_assert_eq!(has, has_verdict.binary_search(&id).is_ok());
+            if !tracked.ghost && !has {
                 decision.waiting.push((id, WaitReason::NotThisRound));
             }
         }
@@ -1133,7 +1369,7 @@ impl Gavel {
 }
 
 /// The GPU sets running jobs hold now: one per job alone, one per pair.
-fn holdings(view: &ClusterView<'_>) -> Vec<Holding> {
+fn holdings<'a>(view: &ClusterView<'a>) -> Vec<Holding<'a>> {
     let mut out = Vec::new();
     for job in view.running_jobs() {
         let partner = job.partner.filter(|p| view.running.contains(p));
@@ -1145,7 +1381,7 @@ fn holdings(view: &ClusterView<'_>) -> Vec<Holding> {
             Some(p) => Members { ids: [job.id(), p], len: 2 },
             None => Members { ids: [job.id(), job.id()], len: 1 },
         };
-        out.push(Holding { gpu_type: view.cluster.gpu_type_of(first).index(), gpus: job.gpus.clone(), jobs });
+        out.push(Holding { gpu_type: view.cluster.gpu_type_of(first).index(), gpus: &job.gpus, jobs });
     }
     out
 }
@@ -1190,7 +1426,11 @@ impl Policy for Gavel {
                 JobChange::Completed(id) => match self.jobs.get_mut(&id) {
                     // Done before Gavel's accounting: a ghost until a round
                     // credits its last steps (`end_round` forgets it then).
-                    Some(tracked) if tracked.credited < tracked.work => tracked.ghost = true,
+                    Some(tracked) if tracked.credited < tracked.work => {
+                        tracked.ghost = true;
+                        // A ghost is chosen but placed on no GPUs: not a steady round.
+                        self.steady = None;
+                    }
                     _ => self.forget(id),
                 },
                 JobChange::Ended(id) => self.forget(id),
@@ -1414,6 +1654,32 @@ mod tests {
                 step += 1;
             }
         }
+    }
+
+    /// FIFO (not heterogeneity-aware) with three 100,000-step jobs on one V100 and
+    /// one K80: the first round allocates to jobs 0 and 1 (FIFO order), job 2
+    /// waits; nothing arrives or leaves, so no reset is due and the next nine
+    /// rounds are steady: each repeats the full pass (checked inside
+    /// `steady_round` against `rank_plain`, `choose` and `place`, shuffle draws
+    /// included), stops and starts nothing, and lasts 360 s (floor(2 x 360) = 720
+    /// steps at 2 steps/s on the V100, floor(1.5 x 360) = 540 at 1.5 on the K80,
+    /// both exactly 360 s), so round k+1 starts at 360 k s + k ms of slack.
+    #[test]
+    fn steady_fifo_rounds_repeat_the_full_pass() {
+        STEADY_ROUNDS.with(|n| n.set(0));
+        let mut e = engine(Objective::Fifo { perf: false });
+        let batch = Input::Batch((0..3).map(|i| Input::JobSubmitted(job(i, 1, 100_000.0))).collect());
+        let first = e.step(Time::ZERO, batch);
+        assert_eq!(starts(&first).len(), 2);
+        for k in 1..=9u64 {
+            let at = e.next_wakeup().expect("a round end");
+            assert_eq!(at, Time::from_secs(360 * k) + Span(ROUND_SLACK.0 * k));
+            let commands = e.step(at, Input::Wakeup);
+            assert!(commands.is_empty(), "round {k}: {commands:?}");
+        }
+        assert_eq!(STEADY_ROUNDS.with(|n| n.get()), 9);
+        assert!(KEPT_PLACEMENTS.with(|n| n.get()) >= 9, "each steady round keeps its placement");
+        assert!(e.running().contains(&JobId(0)) && e.running().contains(&JobId(1)));
     }
 
     #[test]
