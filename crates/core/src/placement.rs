@@ -61,7 +61,7 @@ impl Placement {
 /// non-empty words, so that the nodes with at least `k` free GPUs come out in
 /// (free count, node id) order without looking at full nodes: placement costs
 /// O(nodes it examines), not O(nodes).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct FreeIndex {
     /// Free slots of each node that is up; 0 for a node that is down.
     masks: Vec<u64>,
@@ -76,6 +76,41 @@ pub(crate) struct FreeIndex {
     summary_words: usize,
     summary: Vec<u64>,
 }
+
+impl Clone for FreeIndex {
+    fn clone(&self) -> FreeIndex {
+        FreeIndex {
+            masks: self.masks.clone(),
+            free: self.free,
+            max_free: self.max_free,
+            words: self.words,
+            bits: self.bits.clone(),
+            summary_words: self.summary_words,
+            summary: self.summary.clone(),
+        }
+    }
+
+    /// Copies into the buffers this index already has (no allocation once they are large enough).
+    fn clone_from(&mut self, source: &FreeIndex) {
+        self.masks.clone_from(&source.masks);
+        self.free = source.free;
+        self.max_free = source.max_free;
+        self.words = source.words;
+        self.bits.clone_from(&source.bits);
+        self.summary_words = source.summary_words;
+        self.summary.clone_from(&source.summary);
+    }
+}
+
+thread_local! {
+    /// Copies of free indexes that finished [`FreeMap`]s left behind, reused by the
+    /// next pass on this thread: a pass that places a job copies the cluster's index
+    /// into one (a `memcpy`) instead of allocating three vectors and freeing them.
+    static SPARE_INDEXES: std::cell::RefCell<Vec<FreeIndex>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Most spare indexes kept per thread (passes that nest free maps use a few at once).
+const MAX_SPARE_INDEXES: usize = 4;
 
 impl FreeIndex {
     /// `masks[n]`: free slots of node `n` if it is up, else 0; `max_free`: the largest node size.
@@ -205,6 +240,23 @@ pub struct FreeMap<'a> {
     reserved: crate::topology_place::PassReservations,
 }
 
+impl Drop for FreeMap<'_> {
+    /// Leaves a changed copy of the index to the thread's next pass (see `SPARE_INDEXES`).
+    fn drop(&mut self) {
+        if let Cow::Owned(index) =
+            std::mem::replace(&mut self.index, Cow::Borrowed(self.cluster.free_index()))
+        {
+            // During thread teardown the spares may be gone already: the copy is then just freed.
+            let _ = SPARE_INDEXES.try_with(|spares| {
+                let mut spares = spares.borrow_mut();
+                if spares.len() < MAX_SPARE_INDEXES {
+                    spares.push(index);
+                }
+            });
+        }
+    }
+}
+
 impl<'a> FreeMap<'a> {
     pub fn new(cluster: &'a Cluster) -> FreeMap<'a> {
         FreeMap { cluster, index: Cow::Borrowed(cluster.free_index()), reserved: Default::default() }
@@ -213,6 +265,23 @@ impl<'a> FreeMap<'a> {
     pub fn free(&self) -> u32 {
         self.index.free()
     }
+
+    /// The index to change: on the first change, a copy of the cluster's, made in
+    /// a spare from an earlier pass when this thread has one.
+    fn index_mut(&mut self) -> &mut FreeIndex {
+        if let Cow::Borrowed(shared) = self.index {
+            let copy = match SPARE_INDEXES.with(|spares| spares.borrow_mut().pop()) {
+                Some(mut spare) => {
+                    spare.clone_from(shared);
+                    spare
+                }
+                None => shared.clone(),
+            };
+            self.index = Cow::Owned(copy);
+        }
+        self.index.to_mut()
+    }
+
     pub fn free_on(&self, node: NodeId) -> u32 {
         self.index.mask(node).count_ones()
     }
@@ -230,7 +299,7 @@ impl<'a> FreeMap<'a> {
             let bit = 1u64 << self.cluster.slot_of(g);
             let mask = self.index.mask(node);
             debug_assert_eq!(mask & bit, 0, "{g} given back twice");
-            self.index.to_mut().set(node, mask | bit);
+            self.index_mut().set(node, mask | bit);
         }
     }
 
@@ -374,7 +443,7 @@ impl<'a> FreeMap<'a> {
         for &g in &chosen {
             let node = self.cluster.node_of(g);
             let mask = self.index.mask(node) & !(1u64 << self.cluster.slot_of(g));
-            self.index.to_mut().set(node, mask);
+            self.index_mut().set(node, mask);
         }
         Ok(chosen)
     }
@@ -388,7 +457,7 @@ impl<'a> FreeMap<'a> {
                 mask &= !(1u64 << slot);
                 gpus.push(self.cluster.gpu(node, slot));
             }
-            self.index.to_mut().set(node, mask);
+            self.index_mut().set(node, mask);
         }
         gpus
     }
@@ -639,6 +708,7 @@ mod tests {
                     placed.push(gpus);
                 }
             }
+            drop(map);
             // Releases and nodes coming back keep the cluster's index in step with a scan.
             for (n, (&(gpus, _), &bits)) in sizes.iter().zip(&held).enumerate() {
                 let taken: Vec<GpuId> =
