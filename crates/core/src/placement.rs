@@ -238,6 +238,9 @@ pub struct FreeMap<'a> {
     /// vClos uplinks reserved in this pass beyond the cluster's (leaf, spine); and
     /// those of jobs given back (crate::topology_place).
     reserved: crate::topology_place::PassReservations,
+    /// The candidate nodes of a placement across nodes, (free, node): a buffer the
+    /// pass's placements share, so that only its first allocates.
+    candidates: Vec<(u32, NodeId)>,
 }
 
 impl Drop for FreeMap<'_> {
@@ -259,7 +262,12 @@ impl Drop for FreeMap<'_> {
 
 impl<'a> FreeMap<'a> {
     pub fn new(cluster: &'a Cluster) -> FreeMap<'a> {
-        FreeMap { cluster, index: Cow::Borrowed(cluster.free_index()), reserved: Default::default() }
+        FreeMap {
+            cluster,
+            index: Cow::Borrowed(cluster.free_index()),
+            reserved: Default::default(),
+            candidates: Vec::new(),
+        }
     }
 
     pub fn free(&self) -> u32 {
@@ -338,30 +346,42 @@ impl<'a> FreeMap<'a> {
                 return Ok(self.take_plan(&[(node, needed)]));
             }
         }
-        let mut free = 0;
-        self.index.scan_most_free_first(|f, n| {
-            if usable(n) {
-                free += f;
-            }
-        });
-        if free < needed {
-            return Err(WaitReason::NoFreeGpus { needed, free });
-        }
-        let mut nodes: Vec<(u32, NodeId)> = Vec::new();
+        // One scan: the usable nodes with free GPUs, most free first, and their total.
+        let mut nodes = std::mem::take(&mut self.candidates);
+        nodes.clear();
         self.index.scan_most_free_first(|f, n| {
             if usable(n) {
                 nodes.push((f, n));
             }
         });
+        let free = nodes.iter().map(|&(f, _)| f).sum();
+        let chosen = self.place_across(&nodes, needed, free, layout, how);
+        self.candidates = nodes;
+        chosen
+    }
+
+    /// [`FreeMap::place_shaped`] for a job no single node takes: `nodes` are the
+    /// usable nodes with free GPUs, most free first, and `free` their free GPUs.
+    fn place_across(
+        &mut self,
+        nodes: &[(u32, NodeId)],
+        needed: u32,
+        free: u32,
+        layout: Option<crate::job::Layout>,
+        how: Placement,
+    ) -> Result<Vec<GpuId>, WaitReason> {
+        if free < needed {
+            return Err(WaitReason::NoFreeGpus { needed, free });
+        }
         let plan = match how {
             Placement::Consolidated | Placement::StrictConsolidated | Placement::VariabilityAware => {
-                consolidate(&nodes, needed)
+                consolidate(nodes, needed)
             }
-            Placement::Spread => spread(&nodes, needed),
+            Placement::Spread => spread(nodes, needed),
             Placement::Arnold | Placement::Vclos | Placement::Torus => {
                 let scratch =
                     crate::topology_place::Scratch { cluster: self.cluster, reserved: &self.reserved };
-                let plan = crate::topology_place::plan(&scratch, &nodes, needed, layout, how, free)?;
+                let plan = crate::topology_place::plan(&scratch, nodes, needed, layout, how, free)?;
                 if how == Placement::Vclos {
                     self.reserve(&plan);
                 }
