@@ -213,6 +213,33 @@ impl FreeIndex {
         }
     }
 
+    /// The first node `usable` accepts after `after` in (most free first, then id)
+    /// order, with its free count; from the start without `after`. Costs the
+    /// bucket words it passes, not the nodes.
+    fn next_most_free(
+        &self,
+        after: Option<(u32, NodeId)>,
+        usable: &impl Fn(NodeId) -> bool,
+    ) -> Option<(u32, NodeId)> {
+        let top = after.map_or(self.max_free, |(f, _)| f);
+        for f in (1..=top).rev() {
+            let bucket = &self.bits[(f as usize - 1) * self.words..f as usize * self.words];
+            // In the bucket `after` is in, the nodes after it; in lower buckets, all.
+            let start = after.filter(|&(af, _)| af == f).map_or(0, |(_, n)| n.0 as usize + 1);
+            for (w, &word) in bucket.iter().enumerate().skip(start / 64) {
+                let mut nodes = if w == start / 64 { word & (u64::MAX << (start % 64)) } else { word };
+                while nodes != 0 {
+                    let node = NodeId((w * 64) as u32 + nodes.trailing_zeros());
+                    nodes &= nodes - 1;
+                    if usable(node) {
+                        return Some((f, node));
+                    }
+                }
+            }
+        }
+        None
+    }
+
     /// The best-fitting node for `needed` GPUs: fewest free GPUs, then lowest id, among
     /// the nodes `usable` accepts with at least `needed` free.
     fn best_fit(&self, needed: u32, usable: &impl Fn(NodeId) -> bool) -> Option<NodeId> {
@@ -346,6 +373,12 @@ impl<'a> FreeMap<'a> {
                 return Ok(self.take_plan(&[(node, needed)]));
             }
         }
+        if matches!(
+            how,
+            Placement::Consolidated | Placement::StrictConsolidated | Placement::VariabilityAware
+        ) {
+            return self.consolidate_lazily(needed, how, &usable);
+        }
         // One scan: the usable nodes with free GPUs, most free first, and their total.
         let mut nodes = std::mem::take(&mut self.candidates);
         nodes.clear();
@@ -358,6 +391,58 @@ impl<'a> FreeMap<'a> {
         let chosen = self.place_across(&nodes, needed, free, layout, how);
         self.candidates = nodes;
         chosen
+    }
+
+    /// [`consolidate`] over the usable nodes for a job no single node takes, reading
+    /// the index only as far as the plan goes: the nodes with the most free GPUs
+    /// one at a time, each followed by a best fit for the rest among the nodes not
+    /// taken. The same plan and verdicts as `consolidate` over the full list
+    /// (`index_agrees_with_a_brute_force_scan`), without a scan of every node
+    /// unless the job does not fit.
+    fn consolidate_lazily(
+        &mut self,
+        needed: u32,
+        how: Placement,
+        usable: &impl Fn(NodeId) -> bool,
+    ) -> Result<Vec<GpuId>, WaitReason> {
+        let mut plan: Vec<(NodeId, u32)> = Vec::new();
+        let mut left = needed;
+        let mut last = None;
+        // No single node takes `needed` (checked by the caller): take the node with the most free first.
+        while left > 0 {
+            let Some((free, node)) = self.index.next_most_free(last, usable) else {
+                return Err(WaitReason::NoFreeGpus { needed, free: self.usable_free(usable) });
+            };
+            plan.push((node, free));
+            left -= free.min(left);
+            last = Some((free, node));
+            if left == 0 {
+                break;
+            }
+            let taken = |n: NodeId| plan.iter().any(|&(p, _)| p == n);
+            if let Some(best) = self.index.best_fit(left, &|n| usable(n) && !taken(n)) {
+                plan.push((best, left));
+                break;
+            }
+        }
+        if how == Placement::StrictConsolidated {
+            let per_node = self.cluster.max_gpus_per_node().max(1);
+            if plan.len() as u32 > needed.div_ceil(per_node) {
+                return Err(WaitReason::Fragmented { needed, free: self.usable_free(usable) });
+            }
+        }
+        Ok(self.take_plan(&plan))
+    }
+
+    /// Free GPUs on the nodes `usable` accepts.
+    fn usable_free(&self, usable: &impl Fn(NodeId) -> bool) -> u32 {
+        let mut free = 0;
+        self.index.scan_most_free_first(|f, n| {
+            if usable(n) {
+                free += f;
+            }
+        });
+        free
     }
 
     /// [`FreeMap::place_shaped`] for a job no single node takes: `nodes` are the
