@@ -263,6 +263,12 @@ impl Engine {
         }
     }
 
+    /// Makes room in the job table for ids `0..jobs` at once (a simulator knows its
+    /// workload up front), so that submissions never grow the table by copying it.
+    pub fn reserve_jobs(&mut self, jobs: usize) {
+        self.jobs.reserve(jobs.saturating_sub(self.jobs.len()));
+    }
+
     /// Turns on MIG for the GPU types `model` has a geometry for (see `crate::mig`).
     pub fn enable_mig(&mut self, model: MigModel) {
         let types = (0..self.cluster.gpu_count()).map(|g| self.cluster.gpu_type_of(GpuId(g))).collect();
@@ -279,14 +285,39 @@ impl Engine {
     /// recorded as [`Violation`]s.
     pub fn step(&mut self, now: Time, input: Input) -> Vec<Command> {
         let mut commands = Vec::new();
+        self.step_into(now, input, &mut commands);
+        commands
+    }
+
+    /// [`Engine::step`], appending the commands to `commands` (a buffer the
+    /// caller keeps between steps, so that a step allocates nothing for them).
+    pub fn step_into(&mut self, now: Time, input: Input, commands: &mut Vec<Command>) {
         let mut trigger = Trigger::default();
-        self.apply(now, input, &mut trigger, &mut commands);
+        self.apply(now, input, &mut trigger, commands);
+        self.after_inputs(now, trigger, commands);
+    }
+
+    /// [`Engine::step_into`] with `Input::Batch` of the inputs drained from `inputs`,
+    /// whose buffer the caller keeps for the next step.
+    pub fn step_batch_into(&mut self, now: Time, inputs: &mut Vec<Input>, commands: &mut Vec<Command>) {
+        let mut trigger = Trigger::default();
+        // The batch counts as an input, as `Input::Batch` does in `apply`.
+        self.stats.inputs += 1;
+        for input in inputs.drain(..) {
+            self.apply(now, input, &mut trigger, commands);
+        }
+        self.after_inputs(now, trigger, commands);
+    }
+
+    /// The rest of a step once its inputs are applied: the scheduling pass they call
+    /// for, if any, and the re-rates that follow.
+    fn after_inputs(&mut self, now: Time, trigger: Trigger, commands: &mut Vec<Command>) {
         if trigger != Trigger::default() {
-            self.schedule(now, trigger, &mut commands);
+            self.schedule(now, trigger, commands);
             if std::mem::take(&mut self.freed_by_end) {
                 // A policy ended running jobs (an early stop): one more pass at the same
                 // instant lets it fill their GPUs, as it would after a completion.
-                self.schedule(now, Trigger { completion: true, ..Trigger::default() }, &mut commands);
+                self.schedule(now, Trigger { completion: true, ..Trigger::default() }, commands);
                 self.freed_by_end = false;
             }
         }
@@ -300,8 +331,7 @@ impl Engine {
                 self.rerate.push(job);
             }
         }
-        self.flush_rerates(&mut commands);
-        commands
+        self.flush_rerates(commands);
     }
 
     /// When the policy next wants a [`Input::Wakeup`].
@@ -422,11 +452,14 @@ impl Engine {
         let mut jobs = std::mem::take(&mut self.rerate);
         jobs.sort_unstable();
         jobs.dedup();
-        for job in jobs {
+        for &job in &jobs {
             if let Some(state) = self.job(job).filter(|s| s.is_running()) {
                 commands.push(Command::Rerate { job, partners: state.partner.into_iter().collect() });
             }
         }
+        // The buffer stays for the next step.
+        jobs.clear();
+        self.rerate = jobs;
     }
 
     fn job_mut(&mut self, id: JobId) -> Option<&mut JobState> {

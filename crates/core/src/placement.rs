@@ -61,7 +61,7 @@ impl Placement {
 /// non-empty words, so that the nodes with at least `k` free GPUs come out in
 /// (free count, node id) order without looking at full nodes: placement costs
 /// O(nodes it examines), not O(nodes).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct FreeIndex {
     /// Free slots of each node that is up; 0 for a node that is down.
     masks: Vec<u64>,
@@ -76,6 +76,41 @@ pub(crate) struct FreeIndex {
     summary_words: usize,
     summary: Vec<u64>,
 }
+
+impl Clone for FreeIndex {
+    fn clone(&self) -> FreeIndex {
+        FreeIndex {
+            masks: self.masks.clone(),
+            free: self.free,
+            max_free: self.max_free,
+            words: self.words,
+            bits: self.bits.clone(),
+            summary_words: self.summary_words,
+            summary: self.summary.clone(),
+        }
+    }
+
+    /// Copies into the buffers this index already has (no allocation once they are large enough).
+    fn clone_from(&mut self, source: &FreeIndex) {
+        self.masks.clone_from(&source.masks);
+        self.free = source.free;
+        self.max_free = source.max_free;
+        self.words = source.words;
+        self.bits.clone_from(&source.bits);
+        self.summary_words = source.summary_words;
+        self.summary.clone_from(&source.summary);
+    }
+}
+
+thread_local! {
+    /// Copies of free indexes that finished [`FreeMap`]s left behind, reused by the
+    /// next pass on this thread: a pass that places a job copies the cluster's index
+    /// into one (a `memcpy`) instead of allocating three vectors and freeing them.
+    static SPARE_INDEXES: std::cell::RefCell<Vec<FreeIndex>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Most spare indexes kept per thread (passes that nest free maps use a few at once).
+const MAX_SPARE_INDEXES: usize = 4;
 
 impl FreeIndex {
     /// `masks[n]`: free slots of node `n` if it is up, else 0; `max_free`: the largest node size.
@@ -178,6 +213,33 @@ impl FreeIndex {
         }
     }
 
+    /// The first node `usable` accepts after `after` in (most free first, then id)
+    /// order, with its free count; from the start without `after`. Costs the
+    /// bucket words it passes, not the nodes.
+    fn next_most_free(
+        &self,
+        after: Option<(u32, NodeId)>,
+        usable: &impl Fn(NodeId) -> bool,
+    ) -> Option<(u32, NodeId)> {
+        let top = after.map_or(self.max_free, |(f, _)| f);
+        for f in (1..=top).rev() {
+            let bucket = &self.bits[(f as usize - 1) * self.words..f as usize * self.words];
+            // In the bucket `after` is in, the nodes after it; in lower buckets, all.
+            let start = after.filter(|&(af, _)| af == f).map_or(0, |(_, n)| n.0 as usize + 1);
+            for (w, &word) in bucket.iter().enumerate().skip(start / 64) {
+                let mut nodes = if w == start / 64 { word & (u64::MAX << (start % 64)) } else { word };
+                while nodes != 0 {
+                    let node = NodeId((w * 64) as u32 + nodes.trailing_zeros());
+                    nodes &= nodes - 1;
+                    if usable(node) {
+                        return Some((f, node));
+                    }
+                }
+            }
+        }
+        None
+    }
+
     /// The best-fitting node for `needed` GPUs: fewest free GPUs, then lowest id, among
     /// the nodes `usable` accepts with at least `needed` free.
     fn best_fit(&self, needed: u32, usable: &impl Fn(NodeId) -> bool) -> Option<NodeId> {
@@ -203,16 +265,58 @@ pub struct FreeMap<'a> {
     /// vClos uplinks reserved in this pass beyond the cluster's (leaf, spine); and
     /// those of jobs given back (crate::topology_place).
     reserved: crate::topology_place::PassReservations,
+    /// The candidate nodes of a placement across nodes, (free, node): a buffer the
+    /// pass's placements share, so that only its first allocates.
+    candidates: Vec<(u32, NodeId)>,
+}
+
+impl Drop for FreeMap<'_> {
+    /// Leaves a changed copy of the index to the thread's next pass (see `SPARE_INDEXES`).
+    fn drop(&mut self) {
+        if let Cow::Owned(index) =
+            std::mem::replace(&mut self.index, Cow::Borrowed(self.cluster.free_index()))
+        {
+            // During thread teardown the spares may be gone already: the copy is then just freed.
+            let _ = SPARE_INDEXES.try_with(|spares| {
+                let mut spares = spares.borrow_mut();
+                if spares.len() < MAX_SPARE_INDEXES {
+                    spares.push(index);
+                }
+            });
+        }
+    }
 }
 
 impl<'a> FreeMap<'a> {
     pub fn new(cluster: &'a Cluster) -> FreeMap<'a> {
-        FreeMap { cluster, index: Cow::Borrowed(cluster.free_index()), reserved: Default::default() }
+        FreeMap {
+            cluster,
+            index: Cow::Borrowed(cluster.free_index()),
+            reserved: Default::default(),
+            candidates: Vec::new(),
+        }
     }
 
     pub fn free(&self) -> u32 {
         self.index.free()
     }
+
+    /// The index to change: on the first change, a copy of the cluster's, made in
+    /// a spare from an earlier pass when this thread has one.
+    fn index_mut(&mut self) -> &mut FreeIndex {
+        if let Cow::Borrowed(shared) = self.index {
+            let copy = match SPARE_INDEXES.with(|spares| spares.borrow_mut().pop()) {
+                Some(mut spare) => {
+                    spare.clone_from(shared);
+                    spare
+                }
+                None => shared.clone(),
+            };
+            self.index = Cow::Owned(copy);
+        }
+        self.index.to_mut()
+    }
+
     pub fn free_on(&self, node: NodeId) -> u32 {
         self.index.mask(node).count_ones()
     }
@@ -230,7 +334,7 @@ impl<'a> FreeMap<'a> {
             let bit = 1u64 << self.cluster.slot_of(g);
             let mask = self.index.mask(node);
             debug_assert_eq!(mask & bit, 0, "{g} given back twice");
-            self.index.to_mut().set(node, mask | bit);
+            self.index_mut().set(node, mask | bit);
         }
     }
 
@@ -269,30 +373,100 @@ impl<'a> FreeMap<'a> {
                 return Ok(self.take_plan(&[(node, needed)]));
             }
         }
+        if matches!(
+            how,
+            Placement::Consolidated | Placement::StrictConsolidated | Placement::VariabilityAware
+        ) {
+            return self.consolidate_lazily(needed, how, &usable);
+        }
+        // One scan: the usable nodes with free GPUs, most free first, and their total.
+        let mut nodes = std::mem::take(&mut self.candidates);
+        nodes.clear();
+        self.index.scan_most_free_first(|f, n| {
+            if usable(n) {
+                nodes.push((f, n));
+            }
+        });
+        let free = nodes.iter().map(|&(f, _)| f).sum();
+        let chosen = self.place_across(&nodes, needed, free, layout, how);
+        self.candidates = nodes;
+        chosen
+    }
+
+    /// [`consolidate`] over the usable nodes for a job no single node takes, reading
+    /// the index only as far as the plan goes: the nodes with the most free GPUs
+    /// one at a time, each followed by a best fit for the rest among the nodes not
+    /// taken. The same plan and verdicts as `consolidate` over the full list
+    /// (`index_agrees_with_a_brute_force_scan`), without a scan of every node
+    /// unless the job does not fit.
+    fn consolidate_lazily(
+        &mut self,
+        needed: u32,
+        how: Placement,
+        usable: &impl Fn(NodeId) -> bool,
+    ) -> Result<Vec<GpuId>, WaitReason> {
+        let mut plan: Vec<(NodeId, u32)> = Vec::new();
+        let mut left = needed;
+        let mut last = None;
+        // No single node takes `needed` (checked by the caller): take the node with the most free first.
+        while left > 0 {
+            let Some((free, node)) = self.index.next_most_free(last, usable) else {
+                return Err(WaitReason::NoFreeGpus { needed, free: self.usable_free(usable) });
+            };
+            plan.push((node, free));
+            left -= free.min(left);
+            last = Some((free, node));
+            if left == 0 {
+                break;
+            }
+            let taken = |n: NodeId| plan.iter().any(|&(p, _)| p == n);
+            if let Some(best) = self.index.best_fit(left, &|n| usable(n) && !taken(n)) {
+                plan.push((best, left));
+                break;
+            }
+        }
+        if how == Placement::StrictConsolidated {
+            let per_node = self.cluster.max_gpus_per_node().max(1);
+            if plan.len() as u32 > needed.div_ceil(per_node) {
+                return Err(WaitReason::Fragmented { needed, free: self.usable_free(usable) });
+            }
+        }
+        Ok(self.take_plan(&plan))
+    }
+
+    /// Free GPUs on the nodes `usable` accepts.
+    fn usable_free(&self, usable: &impl Fn(NodeId) -> bool) -> u32 {
         let mut free = 0;
         self.index.scan_most_free_first(|f, n| {
             if usable(n) {
                 free += f;
             }
         });
+        free
+    }
+
+    /// [`FreeMap::place_shaped`] for a job no single node takes: `nodes` are the
+    /// usable nodes with free GPUs, most free first, and `free` their free GPUs.
+    fn place_across(
+        &mut self,
+        nodes: &[(u32, NodeId)],
+        needed: u32,
+        free: u32,
+        layout: Option<crate::job::Layout>,
+        how: Placement,
+    ) -> Result<Vec<GpuId>, WaitReason> {
         if free < needed {
             return Err(WaitReason::NoFreeGpus { needed, free });
         }
-        let mut nodes: Vec<(u32, NodeId)> = Vec::new();
-        self.index.scan_most_free_first(|f, n| {
-            if usable(n) {
-                nodes.push((f, n));
-            }
-        });
         let plan = match how {
             Placement::Consolidated | Placement::StrictConsolidated | Placement::VariabilityAware => {
-                consolidate(&nodes, needed)
+                consolidate(nodes, needed)
             }
-            Placement::Spread => spread(&nodes, needed),
+            Placement::Spread => spread(nodes, needed),
             Placement::Arnold | Placement::Vclos | Placement::Torus => {
                 let scratch =
                     crate::topology_place::Scratch { cluster: self.cluster, reserved: &self.reserved };
-                let plan = crate::topology_place::plan(&scratch, &nodes, needed, layout, how, free)?;
+                let plan = crate::topology_place::plan(&scratch, nodes, needed, layout, how, free)?;
                 if how == Placement::Vclos {
                     self.reserve(&plan);
                 }
@@ -374,7 +548,7 @@ impl<'a> FreeMap<'a> {
         for &g in &chosen {
             let node = self.cluster.node_of(g);
             let mask = self.index.mask(node) & !(1u64 << self.cluster.slot_of(g));
-            self.index.to_mut().set(node, mask);
+            self.index_mut().set(node, mask);
         }
         Ok(chosen)
     }
@@ -388,7 +562,7 @@ impl<'a> FreeMap<'a> {
                 mask &= !(1u64 << slot);
                 gpus.push(self.cluster.gpu(node, slot));
             }
-            self.index.to_mut().set(node, mask);
+            self.index_mut().set(node, mask);
         }
         gpus
     }
@@ -639,6 +813,7 @@ mod tests {
                     placed.push(gpus);
                 }
             }
+            drop(map);
             // Releases and nodes coming back keep the cluster's index in step with a scan.
             for (n, (&(gpus, _), &bits)) in sizes.iter().zip(&held).enumerate() {
                 let taken: Vec<GpuId> =

@@ -462,6 +462,7 @@ mod tests {
         let mut c = cluster(4, 1, |n| n % 2, Some(topology));
         let mut map = FreeMap::new(&c);
         assert_eq!(nodes_of(&c, &map.place(2, Placement::Vclos, |_| true).unwrap()), vec![0, 2]);
+        drop(map);
         let first = [c.gpu(NodeId(0), 0), c.gpu(NodeId(1), 0)];
         c.take(JobId(1), &first);
         let links = c.links().unwrap();
@@ -474,12 +475,14 @@ mod tests {
             map.place(2, Placement::Vclos, |_| true),
             Err(WaitReason::NoIsolatedPaths { needed: 2, uplinks: 1 })
         );
+        drop(map);
         let rest = [c.gpu(NodeId(2), 0), c.gpu(NodeId(3), 0)];
         assert!(!c.can_take(&rest), "the engine refuses a start without isolated paths");
         // Preempting the first job in a pass frees its uplinks for the second.
         let mut map = FreeMap::new(&c);
         map.give_back(&first);
         assert!(map.place(2, Placement::Vclos, |_| true).is_ok());
+        drop(map);
         c.release(JobId(1), &first);
         assert_eq!(c.links().unwrap().reserved_count(), 0);
         assert!(c.can_take(&rest));
@@ -524,7 +527,9 @@ mod tests {
                     let how = [Placement::Arnold, Placement::Vclos, Placement::Torus][how];
                     let layout = (size % 2 == 0).then_some(Layout { tensor: 2, pipeline: 1, data: size / 2 });
                     let mut map = FreeMap::new(&c);
-                    if let Ok(chosen) = map.place_shaped(size, layout, how, |_| true) {
+                    let placed = map.place_shaped(size, layout, how, |_| true);
+                    drop(map);
+                    if let Ok(chosen) = placed {
                         proptest::prop_assert_eq!(chosen.len() as u32, size);
                         if how == Placement::Vclos || !vclos {
                             proptest::prop_assert!(c.can_take(&chosen), "{:?} refused", how);

@@ -274,10 +274,14 @@ fn validate(jobs: &[JobSpec], tenants: &[TenantSpec]) -> Result<(), SimError> {
 struct StaleTimes {
     /// Stale events popped since the last step, in time order.
     skipped: Vec<Time>,
-    /// Times of stale events taken out of the heap, earliest first; those already
-    /// passed are dropped from the front (a run with a million preemptions sets
-    /// aside as many times, so no pass over all of them per compaction).
-    removed: BinaryHeap<Reverse<Time>>,
+    /// Times of stale events taken out of the heap, in no order (only those after
+    /// the step where the loop starts visiting them again count, and their order
+    /// does not: a stale event does nothing). Times already passed are dropped in
+    /// bulk once the list doubles (see `prune_removed_at`), so each costs O(1)
+    /// amortized: a run with a million preemptions sets aside as many times.
+    removed: Vec<Time>,
+    /// Length of `removed` at which the passed times are next dropped.
+    prune_removed_at: usize,
     /// Stale events stay in the heap and the loop stops at each.
     visit_all: bool,
 }
@@ -303,6 +307,9 @@ struct Run<'a> {
     stale: StaleTimes,
     /// The inputs of the next step (a buffer kept between steps).
     inputs: Vec<Input>,
+    /// The commands of a step and the progress reports they call for (buffers kept between steps).
+    commands: Vec<Command>,
+    reports: Vec<Input>,
     next_arrival: usize,
     wakeup_queued: Option<Time>,
     usage: UsageTracker,
@@ -361,6 +368,7 @@ impl<'a> Run<'a> {
             .collect();
         let placement_spread = cluster.links().map(|_| crate::topology_rates::SpreadStats::default());
         let mut engine = Engine::new(cluster, tenants.to_vec(), policy, config.seed);
+        engine.reserve_jobs(jobs.len());
         if let Some(model) = &config.mig {
             engine.enable_mig(model.clone());
         }
@@ -378,6 +386,8 @@ impl<'a> Run<'a> {
             // Node changes move the usage integrals' capacity: no stale-event skipping.
             stale: StaleTimes { visit_all: faults.is_some(), ..StaleTimes::default() },
             inputs: Vec::new(),
+            commands: Vec::new(),
+            reports: Vec::new(),
             next_arrival: 0,
             wakeup_queued: None,
             usage,
@@ -448,13 +458,8 @@ impl<'a> Run<'a> {
         }
         self.stale.visit_all = true;
         let now = self.now;
-        let times: Vec<Time> = self
-            .stale
-            .skipped
-            .drain(..)
-            .chain(self.stale.removed.drain().map(|Reverse(t)| t))
-            .filter(|&t| t > now)
-            .collect();
+        let times: Vec<Time> =
+            self.stale.skipped.drain(..).chain(self.stale.removed.drain(..)).filter(|&t| t > now).collect();
         for t in times {
             self.push(t, Event::Stale);
         }
@@ -474,13 +479,14 @@ impl<'a> Run<'a> {
             return;
         }
         let now = self.now;
-        while self.stale.removed.peek().is_some_and(|&Reverse(t)| t <= now) {
-            self.stale.removed.pop();
+        if self.stale.removed.len() >= self.stale.prune_removed_at {
+            self.stale.removed.retain(|&t| t > now);
+            self.stale.prune_removed_at = (2 * self.stale.removed.len()).max(COMPACT_AT_STALE);
         }
         let (world, removed) = (&self.world, &mut self.stale.removed);
         self.heap.retain(|&Reverse((t, _, event))| match event {
             Event::Finish { job, generation } if world[job.index()].generation != generation => {
-                removed.push(Reverse(t));
+                removed.push(t);
                 false
             }
             _ => true,
@@ -511,12 +517,10 @@ impl<'a> Run<'a> {
             self.usage.advance(now);
             self.now = now;
             self.collect_inputs(now);
-            let input = match self.inputs.len() {
-                0 => continue,
-                1 => self.inputs.pop().expect("one input"),
-                _ => Input::Batch(std::mem::take(&mut self.inputs)),
-            };
-            self.step(now, input);
+            if self.inputs.is_empty() {
+                continue;
+            }
+            self.step(now);
             self.queue_wakeup();
             steps += 1;
             if steps.is_multiple_of(4096) {
@@ -581,18 +585,31 @@ impl<'a> Run<'a> {
         self.done += 1;
     }
 
-    fn step(&mut self, now: Time, input: Input) {
-        let logged_input = self.log.is_some().then(|| input.clone());
-        let commands = self.engine.step(now, input);
-        let mut reports = Vec::new();
+    /// One engine step on `self.inputs` (one input alone, several as a batch), then
+    /// the world applies its commands. The buffers are kept for the next step.
+    fn step(&mut self, now: Time) {
+        let mut commands = std::mem::take(&mut self.commands);
+        commands.clear();
+        let logged_input = if self.inputs.len() == 1 {
+            let input = self.inputs.pop().expect("one input");
+            let logged = self.log.is_some().then(|| input.clone());
+            self.engine.step_into(now, input, &mut commands);
+            logged
+        } else {
+            let logged = self.log.is_some().then(|| Input::Batch(self.inputs.clone()));
+            self.engine.step_batch_into(now, &mut self.inputs, &mut commands);
+            logged
+        };
+        let mut reports = std::mem::take(&mut self.reports);
         for command in &commands {
             if let Some(report) = self.apply(now, command) {
                 reports.push(report);
             }
         }
         if let (Some(log), Some(input)) = (&mut self.log, logged_input) {
-            log.steps.push((now, input, commands));
+            log.steps.push((now, input, std::mem::take(&mut commands)));
         }
+        self.commands = commands;
         // MIG and MPS jobs hold no whole GPU: the cluster counts their GPUs free.
         let mig_slices = self.engine.mig().map_or(0, cotenant_core::mig::MigState::held_compute_slices);
         self.usage.free_gpu_parts = (self.engine.cluster().free_gpus() * GPU_PARTS)
@@ -601,13 +618,16 @@ impl<'a> Run<'a> {
         self.queue_next_evals(now);
         self.watch(now);
         if !reports.is_empty() {
-            let input = Input::Batch(reports);
             if let Some(log) = &mut self.log {
-                log.steps.push((now, input.clone(), Vec::new()));
+                log.steps.push((now, Input::Batch(reports.clone()), Vec::new()));
             }
-            let more = self.engine.step(now, input);
+            let mut more = std::mem::take(&mut self.commands);
+            more.clear();
+            self.engine.step_batch_into(now, &mut reports, &mut more);
             debug_assert!(more.is_empty(), "progress reports must not trigger scheduling");
+            self.commands = more;
         }
+        self.reports = reports;
     }
 
     /// Applies one command to the world; returns the progress report for the engine.

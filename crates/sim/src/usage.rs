@@ -177,7 +177,13 @@ impl UsageTracker {
             });
         }
         let window = &mut self.windows[index];
+        let mut anyone_waiting = false;
         for t in 0..tenants {
+            // A tenant that holds nothing and waits for nothing adds zeros: skipped.
+            if self.tenant_gpu_parts[t] == 0 && self.tenant_waiting[t] == 0 {
+                continue;
+            }
+            anyone_waiting |= self.tenant_waiting[t] > 0;
             let (part_us, gpu_us) = parts_over(self.tenant_gpu_parts[t], span_us);
             self.busy_part_us += part_us;
             window.gpu_us[t] = window.gpu_us[t].saturating_add(gpu_us);
@@ -193,7 +199,7 @@ impl UsageTracker {
         window.available_gpu_us =
             window.available_gpu_us.saturating_add(u64::from(self.up_gpus).saturating_mul(span_us));
         self.available_gpu_us += u128::from(self.up_gpus) * u128::from(span_us);
-        if self.tenant_waiting.iter().any(|&w| w > 0) {
+        if anyone_waiting {
             self.idle_while_waiting_gpu_us += u128::from(parts_over(self.free_gpu_parts, span_us).1);
         }
     }

@@ -55,7 +55,7 @@ impl Default for Overheads {
 }
 
 /// A stretch of a run at one rate and one share of GPUs.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Segment {
     from: Time,
     /// Work units per second (0 while restoring).
@@ -65,6 +65,76 @@ struct Segment {
     /// The job's share of GPUs during the segment, in [`GPU_PARTS`] (it changes
     /// when a partner joins or leaves, an elastic job resizes, or MPS sharers change).
     parts: u32,
+}
+
+/// Segments kept in place without a heap allocation: a run has one, or two when it
+/// starts with a restore; only re-rated or resized runs have more.
+const INLINE_SEGMENTS: usize = 2;
+
+/// The current run's segments, in time order: a vector that keeps its first
+/// [`INLINE_SEGMENTS`] in place, so that starting a job allocates nothing. Once a run
+/// has more they all move to `spilled`, until the next `clear`.
+#[derive(Clone, Debug, Default)]
+struct Segments {
+    /// Used while `spilled` is empty: the first `len` are the segments.
+    inline: [Segment; INLINE_SEGMENTS],
+    len: usize,
+    /// All the segments, when there are (or were, since the last `clear`) more than fit in place.
+    spilled: Vec<Segment>,
+}
+
+impl Segments {
+    fn clear(&mut self) {
+        self.len = 0;
+        self.spilled.clear();
+    }
+
+    fn push(&mut self, segment: Segment) {
+        if !self.spilled.is_empty() {
+            self.spilled.push(segment);
+        } else if self.len < INLINE_SEGMENTS {
+            self.inline[self.len] = segment;
+            self.len += 1;
+        } else {
+            self.spilled.extend_from_slice(&self.inline[..self.len]);
+            self.spilled.push(segment);
+            self.len = 0;
+        }
+    }
+
+    fn pop(&mut self) -> Option<Segment> {
+        if !self.spilled.is_empty() {
+            return self.spilled.pop();
+        }
+        self.len = self.len.checked_sub(1)?;
+        Some(self.inline[self.len])
+    }
+
+    fn retain(&mut self, keep: impl Fn(&Segment) -> bool) {
+        if !self.spilled.is_empty() {
+            self.spilled.retain(keep);
+            return;
+        }
+        let mut kept = 0;
+        for i in 0..self.len {
+            if keep(&self.inline[i]) {
+                self.inline[kept] = self.inline[i];
+                kept += 1;
+            }
+        }
+        self.len = kept;
+    }
+}
+
+impl std::ops::Deref for Segments {
+    type Target = [Segment];
+    fn deref(&self) -> &[Segment] {
+        if self.spilled.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.spilled
+        }
+    }
 }
 
 /// One job's progress as the world sees it.
@@ -93,7 +163,7 @@ pub struct WorldJob {
     pub held_gpu_us: u64,
     held_part_us: u128,
     lost_part_us: u128,
-    segments: Vec<Segment>,
+    segments: Segments,
 }
 
 impl WorldJob {
@@ -377,5 +447,33 @@ mod tests {
         short.start(Time::ZERO, 0, 1.0, gpu_parts(0, 3, Some(MigPlace::Mps { sharers: 3 })), 1.0, &overheads);
         short.stop(Time(3), 1.0, &overheads);
         assert_eq!(short.held_gpu_us, 1);
+    }
+
+    proptest::proptest! {
+        /// `Segments` (two in place, then a heap vector) holds exactly what a plain
+        /// vector holds under any sequence of pushes, pops, retains and clears.
+        #[test]
+        fn segments_behave_as_a_vector(ops in proptest::collection::vec((0u8..6, 0u64..8), 0..60)) {
+            let (mut segments, mut plain) = (Segments::default(), Vec::new());
+            for (op, at) in ops {
+                let segment = Segment { from: Time(at), rate: at as f64, done_at_from: 0.0, parts: 1 };
+                match op {
+                    0..=2 => {
+                        segments.push(segment);
+                        plain.push(segment);
+                    }
+                    3 => proptest::prop_assert_eq!(segments.pop(), plain.pop()),
+                    4 => {
+                        segments.retain(|s| s.from.0 <= at);
+                        plain.retain(|s| s.from.0 <= at);
+                    }
+                    _ => {
+                        segments.clear();
+                        plain.clear();
+                    }
+                }
+                proptest::prop_assert_eq!(&segments[..], &plain[..]);
+            }
+        }
     }
 }

@@ -1,0 +1,124 @@
+//! Times the per-event paths every policy pays in the simulator, one at a time:
+//!
+//! ```console
+//! $ cargo run --release -p cotenant-sim --example engine_paths
+//! ```
+//!
+//! - `free map copy`: a scheduling pass's scratch copy of the free-GPU index on a
+//!   5,000-node cluster (the first placement of a pass copies it; the copy reuses
+//!   the previous pass's buffers), then one one-GPU placement;
+//! - `16 GPUs across nodes`: a placement no single node takes on an empty 5,000-node
+//!   cluster (consolidated: it reads the free index only as far as its plan goes);
+//! - `engine step`: one submission and one completion through `Engine::step_into`
+//!   (FIFO, 8 GPUs, commands into a kept buffer), per event;
+//! - `usage advance`: the usage integrals over 100 tenants of which 3 hold GPUs or wait;
+//! - `simulate`: a whole run of 200,000 one-GPU jobs under FIFO on 64 x 8 GPUs, per
+//!   event (arrivals and completions), the figure `cotenant bench` sets beside its floor.
+//!
+//! Each figure is the best of 5 repetitions. A measurement, not a test: STYLE.md
+//! keeps timings out of the test suite.
+
+use std::time::Instant;
+
+use cotenant_core::placement::{FreeMap, Placement};
+use cotenant_core::{Cluster, ClusterSpec, Command, Engine, Input, JobId, JobSpec, Span, TenantSpec, Time};
+use cotenant_sim::usage::UsageTracker;
+use cotenant_sim::world::GPU_PARTS;
+use cotenant_sim::{simulate, ReferenceRate, SimConfig};
+
+const REPEATS: usize = 5;
+
+/// Best wall time of `REPEATS` runs of `f`, in nanoseconds per `per` operations.
+fn best_ns(per: u64, mut f: impl FnMut()) -> f64 {
+    let mut best = f64::INFINITY;
+    for _ in 0..REPEATS {
+        let started = Instant::now();
+        f();
+        best = best.min(started.elapsed().as_secs_f64());
+    }
+    best * 1e9 / per as f64
+}
+
+fn free_map_copy() -> f64 {
+    let cluster = Cluster::new(ClusterSpec::homogeneous("gpu", 5_000, 8)).expect("a valid cluster");
+    let passes = 20_000;
+    best_ns(passes, || {
+        for _ in 0..passes {
+            let mut free = FreeMap::new(&cluster);
+            let gpus = free.place(1, Placement::Consolidated, |_| true).expect("room for one GPU");
+            std::hint::black_box(gpus);
+        }
+    })
+}
+
+fn place_across_nodes() -> f64 {
+    let cluster = Cluster::new(ClusterSpec::homogeneous("gpu", 5_000, 8)).expect("a valid cluster");
+    let passes = 2_000;
+    best_ns(passes, || {
+        for _ in 0..passes {
+            let mut free = FreeMap::new(&cluster);
+            let gpus = free.place(16, Placement::Consolidated, |_| true).expect("room for 16 GPUs");
+            std::hint::black_box(gpus);
+        }
+    })
+}
+
+fn engine_step() -> f64 {
+    let jobs = 100_000u32;
+    best_ns(2 * u64::from(jobs), || {
+        let cluster = Cluster::new(ClusterSpec::homogeneous("gpu", 1, 8)).expect("a valid cluster");
+        let policy = cotenant_policies::build("fifo", &Default::default()).expect("fifo exists");
+        let mut engine = Engine::new(cluster, vec![TenantSpec::new("t")], policy, 0);
+        engine.reserve_jobs(jobs as usize);
+        let mut commands: Vec<Command> = Vec::new();
+        for id in 0..jobs {
+            let now = Time::from_secs(u64::from(id));
+            commands.clear();
+            engine.step_into(now, Input::JobSubmitted(JobSpec::new(id, 0, now, 1, 1.0)), &mut commands);
+            commands.clear();
+            engine.step_into(now, Input::JobFinished { job: JobId(id) }, &mut commands);
+        }
+        std::hint::black_box(engine.stats());
+    })
+}
+
+fn usage_advance() -> f64 {
+    let steps = 1_000_000u64;
+    best_ns(steps, || {
+        let mut usage = UsageTracker::new(100, 512, Span::from_secs(3600));
+        usage.tenant_gpu_parts[3] = 8 * GPU_PARTS;
+        usage.tenant_gpu_parts[40] = 2 * GPU_PARTS;
+        usage.tenant_waiting[77] = 4;
+        for s in 1..=steps {
+            usage.advance(Time::from_secs(s));
+        }
+        std::hint::black_box(usage.busy_gpu_us);
+    })
+}
+
+fn whole_run() -> f64 {
+    let jobs: Vec<JobSpec> = (0..200_000u32)
+        .map(|i| JobSpec::new(i, i % 4, Time::from_secs(u64::from(i) * 7), 1, 3_000.0))
+        .collect();
+    let tenants: Vec<TenantSpec> = (0..4).map(|t| TenantSpec::new(format!("t{t}"))).collect();
+    let mut events = 0;
+    let ns = best_ns(1, || {
+        let policy = cotenant_policies::build("fifo", &Default::default()).expect("fifo exists");
+        let cluster = ClusterSpec::homogeneous("gpu", 64, 8);
+        let config = SimConfig::default();
+        let result = simulate(&jobs, &tenants, cluster, policy, &ReferenceRate, &config, &mut |_| {})
+            .expect("a valid run");
+        events = result.events;
+    });
+    ns / events.max(1) as f64
+}
+
+fn main() {
+    println!("| path | ns per operation (best of {REPEATS}) |");
+    println!("|---|---:|");
+    println!("| free map copy + one placement, 5,000 nodes | {:.0} |", free_map_copy());
+    println!("| 16 GPUs across nodes, 5,000 nodes | {:.0} |", place_across_nodes());
+    println!("| engine step (fifo, submit or complete) | {:.0} |", engine_step());
+    println!("| usage advance, 100 tenants, 3 active | {:.1} |", usage_advance());
+    println!("| simulate, fifo, 200,000 jobs, per event | {:.0} |", whole_run());
+}
