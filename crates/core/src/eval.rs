@@ -23,9 +23,16 @@ pub struct Evaluation {
     pub index: u32,
 }
 
-/// A job's evaluations so far, as a bounded summary.
+/// A job's evaluations so far, as a bounded summary. Every job's state holds
+/// one, and most jobs never report an evaluation, so the summary is boxed and
+/// made at the first evaluation taken: 8 bytes a job instead of about 80.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EvalHistory {
+    summary: Option<Box<Summary>>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Summary {
     count: u32,
     best: Option<Evaluation>,
     tail: VecDeque<Evaluation>,
@@ -37,46 +44,47 @@ impl EvalHistory {
     /// that resumed from an earlier checkpoint reports those points again), is
     /// ignored.
     pub fn record(&mut self, at: Time, work: f64, score: f64) -> bool {
-        let newer = self.tail.back().is_none_or(|last| work > last.work);
+        let newer = self.last().is_none_or(|last| work > last.work);
         if !(score.is_finite() && work.is_finite() && newer) {
             return false;
         }
-        self.count += 1;
-        let evaluation = Evaluation { at, work, score, index: self.count };
-        if self.best.is_none_or(|best| score > best.score) {
-            self.best = Some(evaluation);
+        let summary = self.summary.get_or_insert_with(Box::default);
+        summary.count += 1;
+        let evaluation = Evaluation { at, work, score, index: summary.count };
+        if summary.best.is_none_or(|best| score > best.score) {
+            summary.best = Some(evaluation);
         }
-        if self.tail.len() == EVAL_TAIL {
-            self.tail.pop_front();
+        if summary.tail.len() == EVAL_TAIL {
+            summary.tail.pop_front();
         }
-        self.tail.push_back(evaluation);
+        summary.tail.push_back(evaluation);
         true
     }
 
     /// Evaluations recorded.
     pub fn count(&self) -> u32 {
-        self.count
+        self.summary.as_ref().map_or(0, |summary| summary.count)
     }
 
     /// The best evaluation so far (the first of equal scores).
     pub fn best(&self) -> Option<Evaluation> {
-        self.best
+        self.summary.as_ref().and_then(|summary| summary.best)
     }
 
     pub fn last(&self) -> Option<Evaluation> {
-        self.tail.back().copied()
+        self.summary.as_ref().and_then(|summary| summary.tail.back().copied())
     }
 
     /// The latest evaluations, oldest first (at most [`EVAL_TAIL`]).
     pub fn tail(&self) -> impl Iterator<Item = &Evaluation> {
-        self.tail.iter()
+        self.summary.iter().flat_map(|summary| summary.tail.iter())
     }
 
     /// Consecutive declines at the end of the history: how many of the latest
     /// evaluations each scored more than `min_drop` below the one before.
     /// At most `EVAL_TAIL - 1`.
     pub fn declines(&self, min_drop: f64) -> u32 {
-        let scores: Vec<f64> = self.tail.iter().map(|e| e.score).collect();
+        let scores: Vec<f64> = self.tail().map(|e| e.score).collect();
         scores.windows(2).rev().take_while(|w| w[1] < w[0] - min_drop).count() as u32
     }
 }
@@ -117,5 +125,14 @@ mod tests {
         assert_eq!(h.tail().count(), EVAL_TAIL);
         assert_eq!(h.declines(0.0), (EVAL_TAIL - 1) as u32);
         assert_eq!(h.best().map(|b| b.index), Some(1));
+    }
+
+    #[test]
+    fn a_history_without_evaluations_is_empty_and_holds_nothing() {
+        let mut h = EvalHistory::default();
+        assert!(!h.record(Time::from_secs(1), 10.0, f64::NAN), "a rejected score makes no summary");
+        assert_eq!(h, EvalHistory::default());
+        assert_eq!((h.count(), h.best(), h.last(), h.tail().count(), h.declines(0.0)), (0, None, None, 0, 0));
+        assert_eq!(std::mem::size_of::<EvalHistory>(), std::mem::size_of::<usize>());
     }
 }
