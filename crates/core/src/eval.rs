@@ -133,6 +133,6 @@ mod tests {
         assert!(!h.record(Time::from_secs(1), 10.0, f64::NAN), "a rejected score makes no summary");
         assert_eq!(h, EvalHistory::default());
         assert_eq!((h.count(), h.best(), h.last(), h.tail().count(), h.declines(0.0)), (0, None, None, 0, 0));
-        assert_eq!(std::mem::size_of::<EvalHistory>(), std::mem::size_of::<usize>());
+        assert_eq!(size_of::<EvalHistory>(), size_of::<usize>());
     }
 }
