@@ -15,6 +15,8 @@ BIN=$(realpath "${1:?usage: scripts/output-check.sh BIN OUTDIR [BEFORE_DIR]}")
 OUT=$(realpath -m "${2:?usage: scripts/output-check.sh BIN OUTDIR [BEFORE_DIR]}")
 BEFORE=${3:-}
 source "$(dirname "$0")/common.sh"
+# The runs' own messages are silenced below; a run that fails says where.
+trap 'echo "output-check: the run at line $LINENO failed (rerun it without 2>/dev/null to see why)" >&2' ERR
 need_traces gavel-reference/synth3000_lam600.trace
 mkdir -p "$OUT"
 G=(--throughputs data/gavel/simulation_throughputs.json.gz --cluster v100=8,p100=8,k80=8 --round 360s
