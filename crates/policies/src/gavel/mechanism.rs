@@ -46,6 +46,7 @@ use cotenant_core::{
 use cotenant_perf::throughput::{JobTypeKey, ThroughputTable};
 
 use super::allocation::{AllocJob, Allocator, Objective};
+use super::dense::JobTable;
 use super::packed::PairCandidate;
 use super::pyrandom::PyRandom;
 
@@ -226,8 +227,23 @@ struct Holding<'a> {
 /// Jobs taken so far in a round's greedy pass, and GPUs per tenant.
 #[derive(Clone, Debug, PartialEq)]
 struct Picked {
-    taken: BTreeSet<JobId>,
+    /// Ascending (a round takes a few dozen: a sorted vector, no tree nodes).
+    taken: Vec<JobId>,
     tenant_gpus: Vec<u32>,
+}
+
+impl Picked {
+    fn is_taken(&self, id: JobId) -> bool {
+        self.taken.binary_search(&id).is_ok()
+    }
+
+    fn mark(&mut self, members: Members) {
+        for id in members {
+            if let Err(at) = self.taken.binary_search(&id) {
+                self.taken.insert(at, id);
+            }
+        }
+    }
 }
 
 /// Each combination's (priority, deficit, allocation) on every GPU type, in
@@ -269,7 +285,8 @@ pub struct Gavel {
     allocator: Allocator,
     shuffler: PyRandom,
     types: Option<Types>,
-    jobs: BTreeMap<JobId, Tracked>,
+    /// Tracked jobs by id (dense: O(1) lookups), walked in id order.
+    jobs: JobTable<Tracked>,
     /// Co-located rates `(rate of a, rate of b)` per cluster type of each
     /// candidate pair (a < b); empty unless the objective packs.
     pair_rates: BTreeMap<(JobId, JobId), Vec<(f64, f64)>>,
@@ -327,7 +344,7 @@ impl Gavel {
             table,
             job_types,
             types: None,
-            jobs: BTreeMap::new(),
+            jobs: JobTable::default(),
             pair_rates: BTreeMap::new(),
             arrived: BTreeSet::new(),
             allocation: BTreeMap::new(),
@@ -530,7 +547,7 @@ impl Gavel {
         let mut end = round.end;
         for entry in &mut round.entries {
             for &(id, target) in entry.targets.iter().flatten() {
-                if !self.jobs.contains_key(&id) || !view.running.contains(&id) {
+                if !self.jobs.contains_key(&id) || !view.job(id).is_running() {
                     continue;
                 }
                 let progress = view.job(id).progress;
@@ -859,7 +876,7 @@ impl Gavel {
         for (t, &up) in left.iter().enumerate() {
             assert_eq!(up, up_gpus_of_type(view, t), "one pass over the nodes = a scan per type");
         }
-        let mut picked = Picked { taken: BTreeSet::new(), tenant_gpus: vec![0u32; view.tenants.len()] };
+        let mut picked = Picked { taken: Vec::new(), tenant_gpus: vec![0u32; view.tenants.len()] };
         let mut chosen = Vec::new();
         let n = ranking.types;
         let mut entries: Vec<usize> = Vec::with_capacity(ranking.combos.len());
@@ -929,7 +946,7 @@ impl Gavel {
     fn free_to_take(&self, combo: Combo, t: usize, left: &[u32], picked: &Picked) -> Option<(Members, u32)> {
         let members = combo.jobs();
         let sf = self.scale_factor(combo);
-        (!members.iter().any(|id| picked.taken.contains(id)) && sf <= left[t]).then_some((members, sf))
+        (!members.iter().any(|&id| picked.is_taken(id)) && sf <= left[t]).then_some((members, sf))
     }
 
     fn take_fast(
@@ -959,7 +976,7 @@ impl Gavel {
         for tenant in tenants.into_iter().flatten() {
             picked.tenant_gpus[tenant.index()] = picked.tenant_gpus[tenant.index()].saturating_add(sf);
         }
-        picked.taken.extend(members);
+        picked.mark(members);
         left[t] -= sf;
         true
     }
@@ -985,7 +1002,7 @@ impl Gavel {
             }
         }
         picked.tenant_gpus = after;
-        picked.taken.extend(members);
+        picked.mark(members);
         left[t] -= sf;
         true
     }
@@ -1141,9 +1158,9 @@ impl Gavel {
         for &(combo, t) in chosen {
             let Combo::Single(id) = combo else { return None };
             let job = view.job(id);
-            let alone = job.partner.is_none_or(|p| !view.running.contains(&p));
+            let alone = job.partner.is_none_or(|p| !view.job(p).is_running());
             let on_type = job.gpus.first().is_some_and(|&g| view.cluster.gpu_type_of(g).index() == t);
-            if !alone || !on_type || !view.running.contains(&id) {
+            if !alone || !on_type || !job.is_running() {
                 return None;
             }
             placed.push(Placed { combo, gpu_type: t, gpus: job.gpus.clone() });
@@ -1347,11 +1364,11 @@ impl Gavel {
         decision.waiting.reserve(self.jobs.len().saturating_sub(has_verdict.len()));
         // Both in job order: one walk, no search per job.
         let mut verdicts = has_verdict.iter().peekable();
-        for (&id, tracked) in &self.jobs {
+        for (&id, tracked) in self.jobs.iter() {
             while verdicts.next_if(|&&v| v < id).is_some() {}
             let has = verdicts.peek().is_some_and(|&&v| v == id);
             debug_assert_eq!(has, has_verdict.binary_search(&id).is_ok());
-            if !tracked.ghost && !has {
+            if !tracked.ghost && !has && !already_not_this_round(view, id) {
                 decision.waiting.push((id, WaitReason::NotThisRound));
             }
         }
@@ -1368,11 +1385,19 @@ impl Gavel {
     }
 }
 
+/// Whether the engine already holds `NotThisRound` as `id`'s verdict: then
+/// naming it again changes nothing (the engine stores the last verdict a
+/// decision names, and clears it when the job starts), and a round names only
+/// the jobs whose verdict changes instead of every waiting job.
+fn already_not_this_round(view: &ClusterView<'_>, id: JobId) -> bool {
+    view.job(id).verdict == Some(WaitReason::NotThisRound)
+}
+
 /// The GPU sets running jobs hold now: one per job alone, one per pair.
 fn holdings<'a>(view: &ClusterView<'a>) -> Vec<Holding<'a>> {
     let mut out = Vec::new();
     for job in view.running_jobs() {
-        let partner = job.partner.filter(|p| view.running.contains(p));
+        let partner = job.partner.filter(|&p| view.job(p).is_running());
         if partner.is_some_and(|p| p < job.id()) {
             continue;
         }
@@ -1442,7 +1467,9 @@ impl Policy for Gavel {
             if view.now < round.end {
                 let mut decision = Decision::default();
                 for &id in &self.arrived {
-                    decision.waiting.push((id, WaitReason::NotThisRound));
+                    if !already_not_this_round(view, id) {
+                        decision.waiting.push((id, WaitReason::NotThisRound));
+                    }
                 }
                 return decision;
             }

@@ -4,6 +4,7 @@
 //! `docs/policies.md` ("Heterogeneous policies"), `docs/experiments/gavel-parity.md`
 //! and `docs/experiments/gavel-packed.md`.
 pub mod allocation;
+mod dense;
 pub mod gandiva;
 pub mod mechanism;
 pub mod packed;
