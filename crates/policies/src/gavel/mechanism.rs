@@ -178,13 +178,19 @@ struct Tracked {
     /// accounting did: it still takes part in rounds, as in Gavel, until a
     /// round credits its last steps, but is never placed.
     ghost: bool,
+    /// The last round (`Gavel::verdict_stamp`) that ran it or gave it a verdict.
+    stamp: u64,
 }
+
+/// A GPU list shared between rounds: a job kept where it runs (a lease
+/// extension, most of a round's jobs) takes the last round's list, no copy.
+type GpuList = Arc<[GpuId]>;
 
 #[derive(Clone, Debug)]
 struct RoundEntry {
     combo: Combo,
     gpu_type: usize,
-    gpus: Vec<GpuId>,
+    gpus: GpuList,
     finish_s: f64,
     /// Work each job of the combination has done once it ran its steps this round.
     /// (In `Combo::jobs` order; a single's second is `None`: no allocation per entry.)
@@ -268,12 +274,65 @@ impl PartialEq for Ranking {
     }
 }
 
+#[cfg(test)]
+impl Ranking {
+    /// The combinations with a positive priority on some type, with all their keys.
+    fn positive_only(&self) -> Ranking {
+        let n = self.types;
+        let mut out = Ranking { types: n, ..Ranking::default() };
+        for (k, &combo) in self.combos.iter().enumerate() {
+            let keys = &self.keys[k * n..(k + 1) * n];
+            if keys.iter().any(|key| key.0 > 0.0) {
+                out.combos.push(combo);
+                out.keys.extend_from_slice(keys);
+            }
+        }
+        out
+    }
+}
+
 /// A combination chosen for the round and where it runs.
 #[derive(Clone, Debug, PartialEq)]
 struct Placed {
     combo: Combo,
     gpu_type: usize,
-    gpus: Vec<GpuId>,
+    gpus: GpuList,
+}
+
+/// The last round's entries, found by combination (in order when its
+/// placement kept every job, else through a sorted index).
+struct Previous<'a> {
+    entries: &'a [RoundEntry],
+    /// Positions of `entries` in combination order; empty when they are in order.
+    order: Vec<usize>,
+}
+
+impl<'a> Previous<'a> {
+    fn new(entries: &'a [RoundEntry]) -> Previous<'a> {
+        let mut order = Vec::new();
+        if !entries.windows(2).all(|w| w[0].combo < w[1].combo) {
+            order.extend(0..entries.len());
+            order.sort_unstable_by_key(|&k| entries[k].combo);
+        }
+        Previous { entries, order }
+    }
+
+    fn find(&self, combo: Combo) -> Option<&'a RoundEntry> {
+        let k = if self.order.is_empty() {
+            self.entries.binary_search_by_key(&combo, |e| e.combo).ok()?
+        } else {
+            self.order[self.order.binary_search_by_key(&combo, |&k| self.entries[k].combo).ok()?]
+        };
+        Some(&self.entries[k])
+    }
+
+    /// `gpus` as a list: the last round's of `combo` if it is the same, else a new one.
+    fn gpus(&self, combo: Combo, gpus: &[GpuId]) -> GpuList {
+        match self.find(combo) {
+            Some(entry) if entry.gpus[..] == *gpus => entry.gpus.clone(),
+            _ => Arc::from(gpus),
+        }
+    }
 }
 
 /// A Gavel policy: an allocation objective plus the round mechanism.
@@ -313,14 +372,20 @@ pub struct Gavel {
     order_scratch: Vec<usize>,
     /// Rates per cluster GPU type by (job type, scale factor).
     rate_cache: BTreeMap<(Option<u32>, u32), Vec<f64>>,
+    /// The allocation's combinations with a positive share on some type, in
+    /// combination order (what [`Gavel::rank_positive`] walks).
+    positive: Vec<Combo>,
+    /// Counts the rounds [`Gavel::record_round`] recorded (see `Tracked::stamp`).
+    verdict_stamp: u64,
 }
 
 /// The outcome of a FIFO round whose greedy pass took every combination of
 /// positive priority, all of them single jobs (`chosen`: job and GPU type, in
 /// job order), with `up` GPUs of each type. Positive priority is `X > 0` on a
 /// type the job runs on (time received never makes it zero: see
-/// [`Gavel::steady_round`]), so until the allocation, a reset or a ghost
-/// changes it, every later round chooses the same jobs less those that left.
+/// [`Gavel::steady_round`]), so until the allocation or a reset changes it,
+/// every later round chooses the same jobs less those that left (a ghost
+/// changes only pairs' priorities, to zero, and none of them was positive).
 #[derive(Clone, Debug)]
 struct Steady {
     chosen: Vec<(Combo, usize)>,
@@ -361,6 +426,8 @@ impl Gavel {
             steady: None,
             order_scratch: Vec::new(),
             rate_cache: BTreeMap::new(),
+            positive: Vec::new(),
+            verdict_stamp: 0,
         }
     }
 
@@ -506,6 +573,7 @@ impl Gavel {
                 work: job.spec.work,
                 credited: 0.0,
                 ghost: false,
+                stamp: 0,
             };
             if self.config.objective.packs() {
                 // Gavel starts a pair's time at zero (a job's at half a round).
@@ -691,17 +759,18 @@ impl Gavel {
                 secs_since_arrival: clock_s - tracked.arrival.as_secs_f64(),
             })
             .collect();
-        let index: BTreeMap<JobId, usize> = jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+        // `jobs` is in id order (the table walks ids ascending): a pair's
+        // members by binary search, no index map.
+        let index = |id: JobId| jobs.binary_search_by_key(&id, |j| j.id).expect("pairs are of tracked jobs");
         let pairs: Vec<PairCandidate> = self
             .pair_rates
             .iter()
-            .map(|(&(a, b), rates)| PairCandidate { pair: (index[&a], index[&b]), rates: rates.clone() })
+            .map(|(&(a, b), rates)| PairCandidate { pair: (index(a), index(b)), rates: rates.clone() })
             .collect();
-        let names = types.names.clone();
         self.allocation.clear();
         // A solver failure leaves X empty: every priority is zero this round and
         // the next arrival or departure tries again. It is never a panic.
-        if let Ok(x) = self.allocator.allocate_packed(&jobs, &pairs, &capacity, &names) {
+        if let Ok(x) = self.allocator.allocate_packed(&jobs, &pairs, &capacity, &types.names) {
             for (job, row) in jobs.iter().zip(x.singles) {
                 self.allocation.insert(Combo::Single(job.id), row);
             }
@@ -709,6 +778,10 @@ impl Gavel {
                 self.allocation.insert(Combo::Pair(a, b), row);
             }
         }
+        self.positive.clear();
+        self.positive.extend(
+            self.allocation.iter().filter(|(_, x)| x.iter().any(|&v| v > 0.0)).map(|(&combo, _)| combo),
+        );
         self.stats.allocations += 1;
     }
 
@@ -761,10 +834,73 @@ impl Gavel {
             self.need_update = false;
         }
         let mut ranking = std::mem::take(&mut self.scratch);
-        self.rank_into(&mut ranking);
-        #[cfg(test)]
-        assert_eq!(ranking, self.rank_plain(), "the merged walk ranks as the lookups do");
+        // Unpacked FIFO never takes a combination of zero priority (`choose`
+        // with `any_priority` false, as every unforced ranking is used): rank
+        // only those that can get GPUs.
+        let positive_only = !force && self.config.objective.is_fifo() && !self.config.objective.packs();
+        if positive_only {
+            self.rank_positive(&mut ranking);
+            #[cfg(test)]
+            assert_eq!(
+                ranking,
+                self.rank_plain().positive_only(),
+                "positive ranking = the full one's positive part"
+            );
+        } else {
+            self.rank_into(&mut ranking);
+            #[cfg(test)]
+            assert_eq!(ranking, self.rank_plain(), "the merged walk ranks as the lookups do");
+        }
         ranking
+    }
+
+    /// [`Gavel::rank_into`] for the combinations with a positive priority on
+    /// some type only (every other key of theirs kept), in the same order:
+    /// `choose` then sorts and takes, per type, exactly the entries it takes
+    /// from the full ranking (it filters positive ones first, and its stable
+    /// sort keeps their relative order). Walks the allocation's positive
+    /// singles (`positive`, a few dozen under FIFO) instead of every
+    /// combination (every waiting job).
+    fn rank_positive(&self, ranking: &mut Ranking) {
+        let types = self.worker_time_s.len();
+        ranking.types = types;
+        ranking.combos.clear();
+        ranking.keys.clear();
+        for &combo in &self.positive {
+            let Combo::Single(a) = combo else { continue };
+            let Some(job) = self.jobs.get(&a) else { continue };
+            let (Some(times), Some(deficits), Some(x_row)) =
+                (self.combo_time_s.get(&combo), self.deficits_s.get(&combo), self.allocation.get(&combo))
+            else {
+                continue;
+            };
+            let start = ranking.keys.len();
+            let mut any = false;
+            for t in 0..types {
+                let priority = self.priority(x_row[t], job.rates[t] > 0.0, times[t], t);
+                any |= priority > 0.0;
+                ranking.keys.push((priority, deficits[t], x_row[t]));
+            }
+            if any {
+                ranking.combos.push(combo);
+            } else {
+                ranking.keys.truncate(start);
+            }
+        }
+    }
+
+    /// Gavel's priority of a combination with allocation `x` on type `t`
+    /// (`runs`: every job of it progresses there) that received `time` on it.
+    fn priority(&self, x: f64, runs: bool, time: f64, t: usize) -> f64 {
+        if x == 0.0 || !runs {
+            return 0.0;
+        }
+        let fraction = if self.worker_time_s[t] == 0.0 { 0.0 } else { time / self.worker_time_s[t] };
+        if fraction > 0.0 {
+            x / fraction
+        } else {
+            x * 1e9
+        }
     }
 
     /// Each combination's (priority, deficit, allocation) on every type, into
@@ -807,17 +943,7 @@ impl Gavel {
                     Combo::Single(_) => single.is_some_and(|r| r[t] > 0.0),
                     Combo::Pair(..) => pair.is_some_and(|r| r[t].0 > 0.0 && r[t].1 > 0.0),
                 };
-                let priority = if x == 0.0 || !runs {
-                    0.0
-                } else {
-                    let fraction =
-                        if self.worker_time_s[t] == 0.0 { 0.0 } else { times[t] / self.worker_time_s[t] };
-                    if fraction > 0.0 {
-                        x / fraction
-                    } else {
-                        x * 1e9
-                    }
-                };
+                let priority = self.priority(x, runs, times[t], t);
                 ranking.keys.push((priority, deficits[t], x));
             }
         }
@@ -1019,6 +1145,7 @@ impl Gavel {
             _ => now.as_secs_f64(),
         };
         let previous: Vec<RoundEntry> = self.round.take().map(|r| r.entries).unwrap_or_default();
+        let previous_index = Previous::new(&previous);
         self.admit_arrivals(view, clock_s);
         if self.jobs.is_empty() {
             // Nothing to run before them: Gavel's clock jumps to the next arrival.
@@ -1034,7 +1161,7 @@ impl Gavel {
             }
             return decision;
         }
-        if let Some(placed) = self.steady_round(view, clock_s) {
+        if let Some(placed) = self.steady_round(view, clock_s, &previous_index) {
             self.count_leases(&previous, &placed);
             self.record_round(view, now, clock_s, placed, &mut decision);
             return decision;
@@ -1061,9 +1188,9 @@ impl Gavel {
         }
         self.scratch = priorities;
         self.steady = self.steady_after(view, steady, &chosen);
-        let placed = match self.place_kept(view, &chosen) {
+        let placed = match self.place_kept(view, &chosen, &previous_index) {
             Some(placed) => placed,
-            None => self.place(view, &chosen, &mut decision),
+            None => self.place(view, &chosen, &previous_index, &mut decision),
         };
         self.count_leases(&previous, &placed);
         self.record_round(view, now, clock_s, placed, &mut decision);
@@ -1072,14 +1199,15 @@ impl Gavel {
 
     /// What a later round may repeat of a full round that chose `chosen` (see
     /// [`Steady`]): only a FIFO pass that took every positive combination
-    /// (`took_all`) on its first try, all single jobs, none of them a ghost.
+    /// (`took_all`) on its first try, all single jobs (a ghost among them is
+    /// placed on no GPUs, by `place_kept` as by `place`).
     fn steady_after(
         &self,
         view: &ClusterView<'_>,
         took_all: bool,
         chosen: &[(Combo, usize)],
     ) -> Option<Steady> {
-        let singles = chosen.iter().all(|&(c, _)| matches!(c, Combo::Single(_)) && !self.is_ghost(c));
+        let singles = chosen.iter().all(|&(c, _)| matches!(c, Combo::Single(_)));
         if !took_all || !singles || chosen.is_empty() {
             return None;
         }
@@ -1096,7 +1224,12 @@ impl Gavel {
     /// until the next reset), and placement keeps each on its GPUs (no stop, no
     /// start), in job order. Draws the GPU-type shuffle the pass would draw.
     /// `None`: run the full round.
-    fn steady_round(&mut self, view: &ClusterView<'_>, clock_s: f64) -> Option<Vec<Placed>> {
+    fn steady_round(
+        &mut self,
+        view: &ClusterView<'_>,
+        clock_s: f64,
+        previous: &Previous<'_>,
+    ) -> Option<Vec<Placed>> {
         let interval_over = clock_s - self.last_reset_s >= self.config.reset_interval.as_secs_f64();
         if self.need_update && (interval_over || self.last_reset_s == 0.0) {
             return None;
@@ -1107,8 +1240,16 @@ impl Gavel {
         if steady.chosen.is_empty() || up_gpus_by_type(view, self.worker_time_s.len()) != steady.up {
             return None;
         }
+        // `place` lists ghosts in the order the pass chose them, which follows
+        // this round's priorities, not `chosen`'s job order: with one ghost
+        // there is no order to get wrong; with more, run the full round.
+        let ghosts =
+            steady.chosen.iter().filter(|&&(combo, _)| jobs.get(&combo.jobs()[0]).is_some_and(|j| j.ghost));
+        if ghosts.count() > 1 {
+            return None;
+        }
         let chosen = std::mem::take(&mut steady.chosen);
-        let placed = self.place_kept(view, &chosen);
+        let placed = self.place_kept(view, &chosen, previous);
         if let Some(steady) = self.steady.as_mut() {
             steady.chosen = chosen;
         }
@@ -1136,7 +1277,7 @@ impl Gavel {
                 self.jobs.keys().collect::<Vec<_>>()
             );
             let mut decision = Decision::default();
-            let plain = self.place(view, &chosen, &mut decision);
+            let plain = self.place(view, &chosen, &Previous::new(&[]), &mut decision);
             assert_eq!(plain, placed, "a steady round places as the full pass");
             assert!(decision.actions.is_empty() && decision.waiting.is_empty(), "{decision:?}");
             assert_eq!(format!("{:?}", self.shuffler), format!("{after:?}"), "the same shuffle draws");
@@ -1146,35 +1287,58 @@ impl Gavel {
 
     /// [`Gavel::place`] when it keeps every running job where it is and starts
     /// nothing: every chosen combination is a single job that runs now, alone
-    /// (no running partner), on GPUs of the type it was chosen for, and no other
-    /// job runs. Then each claims its own holding (lease extension), nothing is
-    /// preempted or placed anew, and the result is the chosen jobs in
-    /// combination order on the GPUs they hold. `None`: run `place`.
-    fn place_kept(&self, view: &ClusterView<'_>, chosen: &[(Combo, usize)]) -> Option<Vec<Placed>> {
-        if chosen.is_empty() || view.running.len() != chosen.len() {
+    /// (no running partner), on GPUs of the type it was chosen for, or a ghost,
+    /// and no other job runs. Then each claims its own holding (lease
+    /// extension), nothing is preempted or placed anew, and the result is the
+    /// running jobs in combination order on the GPUs they hold, then the ghosts
+    /// with an allocation, on no GPUs, in the order chosen (as `place` lists
+    /// them). `None`: run `place`.
+    fn place_kept(
+        &self,
+        view: &ClusterView<'_>,
+        chosen: &[(Combo, usize)],
+        previous: &Previous<'_>,
+    ) -> Option<Vec<Placed>> {
+        if chosen.is_empty() {
             return None;
         }
         let mut placed = Vec::with_capacity(chosen.len());
+        let mut ghosts = false;
         for &(combo, t) in chosen {
             let Combo::Single(id) = combo else { return None };
+            if self.is_ghost(combo) {
+                // Its engine job is over: it runs nowhere (see `place`).
+                ghosts = true;
+                continue;
+            }
             let job = view.job(id);
             let alone = job.partner.is_none_or(|p| !view.job(p).is_running());
             let on_type = job.gpus.first().is_some_and(|&g| view.cluster.gpu_type_of(g).index() == t);
             if !alone || !on_type || !job.is_running() {
                 return None;
             }
-            placed.push(Placed { combo, gpu_type: t, gpus: job.gpus.clone() });
+            placed.push(Placed { combo, gpu_type: t, gpus: previous.gpus(combo, &job.gpus[..]) });
         }
         // Distinct running jobs, as many as run: exactly the running set.
+        if placed.len() != view.running.len() {
+            return None;
+        }
         placed.sort_unstable_by_key(|p| p.combo);
         if placed.windows(2).any(|w| w[0].combo == w[1].combo) {
             return None;
+        }
+        if ghosts {
+            for &(combo, t) in chosen {
+                if self.is_ghost(combo) && self.allocation.contains_key(&combo) {
+                    placed.push(Placed { combo, gpu_type: t, gpus: Arc::from([]) });
+                }
+            }
         }
         #[cfg(test)]
         {
             KEPT_PLACEMENTS.with(|n| n.set(n.get() + 1));
             let mut decision = Decision::default();
-            let plain = self.place(view, chosen, &mut decision);
+            let plain = self.place(view, chosen, &Previous::new(&[]), &mut decision);
             assert_eq!(plain, placed, "kept placement = the full placement");
             assert!(decision.actions.is_empty() && decision.waiting.is_empty(), "{decision:?}");
         }
@@ -1188,6 +1352,7 @@ impl Gavel {
         &self,
         view: &ClusterView<'_>,
         chosen: &[(Combo, usize)],
+        previous: &Previous<'_>,
         decision: &mut Decision,
     ) -> Vec<Placed> {
         let holdings = holdings(view);
@@ -1258,12 +1423,12 @@ impl Gavel {
                     decision.actions.push(Action::StartShared { job: id, partner: anchor });
                 }
             }
-            placed.push(Placed { combo, gpu_type: held.gpu_type, gpus: held.gpus.to_vec() });
+            placed.push(Placed { combo, gpu_type: held.gpu_type, gpus: previous.gpus(combo, held.gpus) });
         }
         // A ghost runs its last credited steps on no GPUs: its engine job is done.
         for &(combo, t) in chosen {
             if self.is_ghost(combo) && self.allocation.contains_key(&combo) {
-                placed.push(Placed { combo, gpu_type: t, gpus: Vec::new() });
+                placed.push(Placed { combo, gpu_type: t, gpus: Arc::from([]) });
             }
         }
         // Larger combinations first, for locality (Gavel sorts by scale factor, descending).
@@ -1278,11 +1443,12 @@ impl Gavel {
             match free.place(self.scale_factor(combo), self.config.placement, of_type) {
                 Ok(gpus) => {
                     let members = combo.jobs();
-                    decision.actions.push(Action::Start { job: members[0], gpus: gpus.clone() });
+                    let list: GpuList = Arc::from(&gpus[..]);
+                    decision.actions.push(Action::Start { job: members[0], gpus });
                     for &id in &members[1..] {
                         decision.actions.push(Action::StartShared { job: id, partner: members[0] });
                     }
-                    placed.push(Placed { combo, gpu_type: t, gpus });
+                    placed.push(Placed { combo, gpu_type: t, gpus: list });
                 }
                 Err(reason) => {
                     for id in combo.jobs() {
@@ -1358,19 +1524,36 @@ impl Gavel {
             }
             entries.push(RoundEntry { combo, gpu_type, gpus, finish_s, targets });
         }
-        let mut has_verdict: Vec<JobId> = entries.iter().flat_map(|e| e.combo.jobs()).collect();
-        has_verdict.extend(decision.waiting.iter().map(|(id, _)| *id));
-        has_verdict.sort_unstable();
-        decision.waiting.reserve(self.jobs.len().saturating_sub(has_verdict.len()));
-        // Both in job order: one walk, no search per job.
-        let mut verdicts = has_verdict.iter().peekable();
+        // Jobs that run or already have a verdict this round: stamped, then one
+        // walk over the tracked jobs (no list to collect and sort).
+        self.verdict_stamp += 1;
+        let stamp = self.verdict_stamp;
+        let has_verdict =
+            entries.iter().flat_map(|e| e.combo.jobs()).chain(decision.waiting.iter().map(|&(id, _)| id));
+        for id in has_verdict {
+            if let Some(tracked) = self.jobs.get_mut(&id) {
+                tracked.stamp = stamp;
+            }
+        }
+        #[cfg(test)]
+        let plain: Vec<JobId> = {
+            let mut has: Vec<JobId> = entries.iter().flat_map(|e| e.combo.jobs()).collect();
+            has.extend(decision.waiting.iter().map(|(id, _)| *id));
+            self.jobs.iter().filter(|(id, t)| !t.ghost && !has.contains(id)).map(|(&id, _)| id).collect()
+        };
+        #[cfg(test)]
+        let listed = decision.waiting.len();
         for (&id, tracked) in self.jobs.iter() {
-            while verdicts.next_if(|&&v| v < id).is_some() {}
-            let has = verdicts.peek().is_some_and(|&&v| v == id);
-            debug_assert_eq!(has, has_verdict.binary_search(&id).is_ok());
-            if !tracked.ghost && !has && !already_not_this_round(view, id) {
+            if !tracked.ghost && tracked.stamp != stamp && !already_not_this_round(view, id) {
                 decision.waiting.push((id, WaitReason::NotThisRound));
             }
+        }
+        #[cfg(test)]
+        {
+            let plain: Vec<JobId> =
+                plain.into_iter().filter(|&id| !already_not_this_round(view, id)).collect();
+            let named: Vec<JobId> = decision.waiting[listed..].iter().map(|&(id, _)| id).collect();
+            assert_eq!(named, plain, "stamped verdicts = the sorted list's");
         }
         if !entries.is_empty() {
             // The engine started the jobs at `now`, whatever Gavel's clock says.
@@ -1451,11 +1634,10 @@ impl Policy for Gavel {
                 JobChange::Completed(id) => match self.jobs.get_mut(&id) {
                     // Done before Gavel's accounting: a ghost until a round
                     // credits its last steps (`end_round` forgets it then).
-                    Some(tracked) if tracked.credited < tracked.work => {
-                        tracked.ghost = true;
-                        // A ghost is chosen but placed on no GPUs: not a steady round.
-                        self.steady = None;
-                    }
+                    // A steady round keeps it: its priority stays what it was
+                    // (a ghost changes only pairs', and a steady round has
+                    // none), and `place_kept` places it on no GPUs as `place` does.
+                    Some(tracked) if tracked.credited < tracked.work => tracked.ghost = true,
                     _ => self.forget(id),
                 },
                 JobChange::Ended(id) => self.forget(id),
