@@ -638,12 +638,45 @@ impl Gavel {
     /// Closes the round: charges each combination the time it ran to its GPU type.
     fn end_round(&mut self) {
         let Some(round) = self.round.take() else { return };
-        for entry in &round.entries {
-            let ran_s = entry.finish_s - round.charged_from_s;
-            if let Some(times) = self.combo_time_s.get_mut(&entry.combo) {
-                times[entry.gpu_type] += ran_s;
+        #[cfg(test)]
+        let plain = {
+            let mut times = self.combo_time_s.clone();
+            for entry in &round.entries {
+                if let Some(row) = times.get_mut(&entry.combo) {
+                    row[entry.gpu_type] += entry.finish_s - round.charged_from_s;
+                }
             }
-            self.worker_time_s[entry.gpu_type] += ran_s;
+            times
+        };
+        // Each combination runs once a round: one addition to its own row, in
+        // any order. Entries in combination order (a kept placement's) are
+        // charged in one walk over the map; others by lookup.
+        let sorted = round.entries.windows(2).all(|w| w[0].combo < w[1].combo);
+        if let (true, Some(first)) = (sorted, round.entries.first()) {
+            let mut rows = self.combo_time_s.range_mut(first.combo..).peekable();
+            for entry in &round.entries {
+                while rows.next_if(|(c, _)| **c < entry.combo).is_some() {}
+                if let Some((_, times)) = rows.next_if(|(c, _)| **c == entry.combo) {
+                    times[entry.gpu_type] += entry.finish_s - round.charged_from_s;
+                }
+            }
+        } else {
+            for entry in &round.entries {
+                if let Some(times) = self.combo_time_s.get_mut(&entry.combo) {
+                    times[entry.gpu_type] += entry.finish_s - round.charged_from_s;
+                }
+            }
+        }
+        #[cfg(test)]
+        {
+            let bits = |m: &BTreeMap<Combo, Vec<f64>>| -> Vec<(Combo, Vec<u64>)> {
+                m.iter().map(|(&c, v)| (c, v.iter().map(|x| x.to_bits()).collect())).collect()
+            };
+            assert_eq!(bits(&self.combo_time_s), bits(&plain), "charged as by lookups");
+        }
+        // The types' totals in entry order (a sum's bits depend on its order).
+        for entry in &round.entries {
+            self.worker_time_s[entry.gpu_type] += entry.finish_s - round.charged_from_s;
         }
         self.last_end_s = round.end_s;
         // Gavel removes a job at the end of the round that ran its last steps.
@@ -866,11 +899,17 @@ impl Gavel {
         ranking.types = types;
         ranking.combos.clear();
         ranking.keys.clear();
+        // `positive` and the maps in the same order: walked side by side, no lookups.
+        let Some(&first) = self.positive.first() else { return };
+        let mut rows = self.combo_time_s.range(first..).zip(self.deficits_s.range(first..)).peekable();
+        let mut allocation = self.allocation.range(first..).peekable();
         for &combo in &self.positive {
             let Combo::Single(a) = combo else { continue };
             let Some(job) = self.jobs.get(&a) else { continue };
-            let (Some(times), Some(deficits), Some(x_row)) =
-                (self.combo_time_s.get(&combo), self.deficits_s.get(&combo), self.allocation.get(&combo))
+            while rows.next_if(|((c, _), _)| **c < combo).is_some() {}
+            while allocation.next_if(|(c, _)| **c < combo).is_some() {}
+            let (Some(((_, times), (_, deficits))), Some((_, x_row))) =
+                (rows.next_if(|((c, _), _)| **c == combo), allocation.next_if(|(c, _)| **c == combo))
             else {
                 continue;
             };
