@@ -377,6 +377,8 @@ pub struct Gavel {
     positive: Vec<Combo>,
     /// Counts the rounds [`Gavel::record_round`] recorded (see `Tracked::stamp`).
     verdict_stamp: u64,
+    /// An empty entry buffer for the next round (the one before last's).
+    spare_entries: Vec<RoundEntry>,
 }
 
 /// The outcome of a FIFO round whose greedy pass took every combination of
@@ -428,6 +430,7 @@ impl Gavel {
             rate_cache: BTreeMap::new(),
             positive: Vec::new(),
             verdict_stamp: 0,
+            spare_entries: Vec::new(),
         }
     }
 
@@ -800,17 +803,18 @@ impl Gavel {
             .iter()
             .map(|(&(a, b), rates)| PairCandidate { pair: (index(a), index(b)), rates: rates.clone() })
             .collect();
-        self.allocation.clear();
         // A solver failure leaves X empty: every priority is zero this round and
         // the next arrival or departure tries again. It is never a panic.
-        if let Ok(x) = self.allocator.allocate_packed(&jobs, &pairs, &capacity, &types.names) {
-            for (job, row) in jobs.iter().zip(x.singles) {
-                self.allocation.insert(Combo::Single(job.id), row);
+        // Built in one go (sorted, then filled leaf by leaf), not inserted row by row.
+        self.allocation = match self.allocator.allocate_packed(&jobs, &pairs, &capacity, &types.names) {
+            Ok(x) => {
+                let singles = jobs.iter().zip(x.singles).map(|(job, row)| (Combo::Single(job.id), row));
+                let pairs =
+                    self.pair_rates.keys().zip(x.pairs).map(|(&(a, b), row)| (Combo::Pair(a, b), row));
+                singles.chain(pairs).collect()
             }
-            for (&(a, b), row) in self.pair_rates.keys().zip(x.pairs) {
-                self.allocation.insert(Combo::Pair(a, b), row);
-            }
-        }
+            Err(_) => BTreeMap::new(),
+        };
         self.positive.clear();
         self.positive.extend(
             self.allocation.iter().filter(|(_, x)| x.iter().any(|&v| v > 0.0)).map(|(&combo, _)| combo),
@@ -1203,6 +1207,7 @@ impl Gavel {
         if let Some(placed) = self.steady_round(view, clock_s, &previous_index) {
             self.count_leases(&previous, &placed);
             self.record_round(view, now, clock_s, placed, &mut decision);
+            self.recycle(previous);
             return decision;
         }
         let mut priorities = self.priorities(view, now, clock_s, false);
@@ -1233,7 +1238,14 @@ impl Gavel {
         };
         self.count_leases(&previous, &placed);
         self.record_round(view, now, clock_s, placed, &mut decision);
+        self.recycle(previous);
         decision
+    }
+
+    /// Keeps the last round's entry buffer (emptied) for the next round's entries.
+    fn recycle(&mut self, mut previous: Vec<RoundEntry>) {
+        previous.clear();
+        self.spare_entries = previous;
     }
 
     /// What a later round may repeat of a full round that chose `chosen` (see
@@ -1540,7 +1552,8 @@ impl Gavel {
         decision: &mut Decision,
     ) {
         let round_s = self.config.round.as_secs_f64();
-        let mut entries = Vec::with_capacity(placed.len());
+        let mut entries = std::mem::take(&mut self.spare_entries);
+        entries.reserve(placed.len());
         let mut end_s = now_s;
         for Placed { combo, gpu_type, gpus } in placed {
             let mut finish_s = now_s;
