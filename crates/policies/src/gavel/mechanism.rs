@@ -1943,6 +1943,52 @@ mod tests {
         assert!(e.running().contains(&JobId(0)) && e.running().contains(&JobId(1)));
     }
 
+    /// The FIFO ranking walks the allocation's positive singles side by side
+    /// with the maps, across gaps: jobs 0-5 tracked, X positive for jobs 1 and 4
+    /// (on the V100) and for job 7, which left (in the allocation, not
+    /// tracked). Ranked: 1 and 4 only, with every key of the full ranking. Job
+    /// 1 on the V100: X = 1, time 181 s of the type's 720 s, priority
+    /// 1 / (181 / 720) (about 3.98), deficit 1, X 1; on the K80 X = 0: (0, 0, 0).
+    #[test]
+    fn the_positive_ranking_walks_across_gaps() {
+        let config = GavelConfig {
+            name: "test",
+            objective: Objective::Fifo { perf: false },
+            round: DEFAULT_ROUND,
+            reset_interval: DEFAULT_RESET_INTERVAL,
+            seed: 0,
+            placement: Placement::Consolidated,
+            max_pairs: 0,
+        };
+        let mut g = Gavel::new(config, table(), vec!["fast".into(), "even".into()]);
+        g.worker_time_s = vec![720.0, 360.0];
+        for id in 0..6u32 {
+            let tracked = Tracked {
+                rates: vec![2.0, 1.5],
+                scale_factor: 1,
+                weight: 1.0,
+                arrival: Time::ZERO,
+                work: 1e5,
+                credited: 0.0,
+                ghost: false,
+                stamp: 0,
+            };
+            g.jobs.insert(JobId(id), tracked);
+            g.combo_time_s.insert(Combo::Single(JobId(id)), vec![180.0 + f64::from(id), 180.0]);
+            g.deficits_s.insert(Combo::Single(JobId(id)), vec![f64::from(id), 0.0]);
+            let x = if id == 1 || id == 4 { vec![1.0, 0.0] } else { vec![0.0, 0.0] };
+            g.allocation.insert(Combo::Single(JobId(id)), x);
+        }
+        g.allocation.insert(Combo::Single(JobId(7)), vec![0.0, 1.0]);
+        g.positive = [1, 4, 7].map(|id| Combo::Single(JobId(id))).to_vec();
+        let mut ranking = Ranking::default();
+        g.rank_positive(&mut ranking);
+        assert_eq!(ranking.combos, vec![Combo::Single(JobId(1)), Combo::Single(JobId(4))]);
+        assert_eq!(ranking.keys[0], (1.0 / (181.0 / 720.0), 1.0, 1.0));
+        assert_eq!(ranking.keys[1], (0.0, 0.0, 0.0));
+        assert_eq!(ranking, g.rank_plain().positive_only());
+    }
+
     #[test]
     fn mid_round_arrivals_wait_for_the_round_end() {
         let mut e = engine(Objective::Fifo { perf: true });
