@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::cluster::Cluster;
 use crate::host::{HostAlloc, HostResource};
 use crate::ids::{GpuId, JobId, NodeId, TenantId};
-use crate::job::{EndReason, JobSpec};
+use crate::job::{EndReason, SpecRef};
 use crate::mig::{MigModel, MigRefusal, MigState};
 use crate::policy::{
     Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
@@ -23,7 +23,8 @@ mod resize;
 /// Something that happened in the world.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
-    JobSubmitted(JobSpec),
+    /// A new job: its spec, or a handle into specs the world shares (`crate::SpecTable`).
+    JobSubmitted(SpecRef),
     /// A running job completed its work.
     JobFinished {
         job: JobId,
@@ -426,7 +427,7 @@ impl Engine {
                 trigger.wakeup = true;
             }
             Input::JobEnded { job, reason } => {
-                if self.pending.contains(&job) || self.running.contains(&job) {
+                if self.is_pending(job) || self.is_running(job) {
                     // A pass follows, as after a completion: freed GPUs (or a
                     // shorter queue) may let other jobs start.
                     self.end(now, job, reason);
@@ -466,7 +467,22 @@ impl Engine {
         self.jobs.get_mut(id.index()).and_then(Option::as_mut)
     }
 
-    fn submit(&mut self, now: Time, spec: JobSpec, commands: &mut Vec<Command>) {
+    /// Whether the job is in the pending set, read from its phase (an index, not a
+    /// search of the set: a job is pending exactly while its phase is `Pending`).
+    fn is_pending(&self, id: JobId) -> bool {
+        let pending = self.job(id).is_some_and(|j| j.phase == Phase::Pending);
+        debug_assert_eq!(pending, self.pending.contains(&id));
+        pending
+    }
+
+    /// Whether the job is in the running set, read from its phase (see [`Engine::is_pending`]).
+    fn is_running(&self, id: JobId) -> bool {
+        let running = self.job(id).is_some_and(JobState::is_running);
+        debug_assert_eq!(running, self.running.contains(&id));
+        running
+    }
+
+    fn submit(&mut self, now: Time, spec: SpecRef, commands: &mut Vec<Command>) {
         let id = spec.id;
         if self.job(id).is_some() {
             self.violations.push(Violation::DuplicateJob(id));
@@ -525,7 +541,7 @@ impl Engine {
     }
 
     fn finish(&mut self, now: Time, id: JobId) {
-        if !self.running.contains(&id) {
+        if !self.is_running(id) {
             self.violations.push(Violation::FinishedWhileNotRunning(id));
             return;
         }
@@ -575,10 +591,11 @@ impl Engine {
     }
 
     fn end(&mut self, now: Time, id: JobId, reason: EndReason) {
-        if self.running.contains(&id) {
+        if self.is_running(id) {
             self.leave_running(now, id);
+        } else {
+            self.pending.remove(&id);
         }
-        self.pending.remove(&id);
         let job = self.jobs[id.index()].as_mut().expect("job exists");
         job.phase = Phase::Ended(reason);
         job.gpus = Vec::new();
@@ -634,7 +651,7 @@ impl Engine {
         for action in actions {
             match action {
                 Action::Preempt { job } => {
-                    if self.running.contains(&job) {
+                    if self.is_running(job) {
                         self.stop(now, job);
                         commands.push(Command::Stop { job, reason: StopReason::Preempted });
                     } else {
@@ -642,8 +659,9 @@ impl Engine {
                     }
                 }
                 Action::End { job, reason } => {
-                    if self.pending.contains(&job) || self.running.contains(&job) {
-                        self.freed_by_end |= self.running.contains(&job);
+                    let running = self.is_running(job);
+                    if running || self.is_pending(job) {
+                        self.freed_by_end |= running;
                         self.end(now, job, reason);
                         commands.push(Command::End { job, reason });
                     } else {
@@ -768,8 +786,8 @@ impl Engine {
     /// `Action::Allocate`: a pending job's next allocation, or a running job's
     /// new one (checked against its nodes, counting what it holds as free).
     fn allocate(&mut self, id: JobId, alloc: HostAlloc, commands: &mut Vec<Command>) {
-        let running = self.running.contains(&id);
-        if !self.cluster.host().enabled() || !(running || self.pending.contains(&id)) {
+        let running = self.is_running(id);
+        if !self.cluster.host().enabled() || !(running || self.is_pending(id)) {
             self.violations.push(Violation::AllocateNotPossible(id));
             return;
         }
@@ -798,10 +816,9 @@ impl Engine {
     /// The job is pending, gets the GPU count it asked for, and its tenant stays
     /// within its hard limit (a shared GPU counts fully for each job).
     fn check_admission(&self, id: JobId, given: u32) -> Option<Violation> {
-        if !self.pending.contains(&id) {
+        let Some(job) = self.job(id).filter(|j| j.phase == Phase::Pending) else {
             return Some(Violation::StartNotPending(id));
-        }
-        let job = self.job(id)?;
+        };
         if !job.spec.accepts_gpus(given) {
             return Some(Violation::StartWrongGpuCount { job: id, wanted: job.spec.gpus, given });
         }

@@ -29,7 +29,7 @@ pub use engine::{Command, Engine, EngineStats, Input, StopReason, Violation};
 pub use eval::{EvalHistory, Evaluation};
 pub use host::{HostAlloc, HostResource};
 pub use ids::{GpuId, GpuTypeId, JobId, NodeId, TenantId};
-pub use job::{CommPattern, EndReason, JobKind, JobProfile, JobSpec, Layout};
+pub use job::{CommPattern, EndReason, JobKind, JobProfile, JobSpec, Layout, SpecRef, SpecTable};
 pub use policy::{
     Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
     WaitReason,

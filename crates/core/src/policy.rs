@@ -8,7 +8,7 @@ use crate::cluster::Cluster;
 use crate::eval::EvalHistory;
 use crate::host::HostAlloc;
 use crate::ids::{GpuId, JobId, TenantId};
-use crate::job::{EndReason, JobSpec};
+use crate::job::{EndReason, SpecRef};
 use crate::mig::{MigLayout, MigSlot, MigState, MigTarget};
 use crate::sharing::{Share, Sharing};
 use crate::tenant::TenantSpec;
@@ -35,7 +35,9 @@ pub struct Progress {
 /// Everything the engine knows about one job.
 #[derive(Clone, Debug)]
 pub struct JobState {
-    pub spec: JobSpec,
+    /// The job as submitted: a handle into the workload's specs where the world
+    /// shares them (`crate::SpecTable`), read as a `JobSpec`.
+    pub spec: SpecRef,
     pub phase: Phase,
     /// GPUs held now (empty unless running).
     pub gpus: Vec<GpuId>,

@@ -74,7 +74,11 @@ fn engine_step() -> f64 {
         for id in 0..jobs {
             let now = Time::from_secs(u64::from(id));
             commands.clear();
-            engine.step_into(now, Input::JobSubmitted(JobSpec::new(id, 0, now, 1, 1.0)), &mut commands);
+            engine.step_into(
+                now,
+                Input::JobSubmitted(JobSpec::new(id, 0, now, 1, 1.0).into()),
+                &mut commands,
+            );
             commands.clear();
             engine.step_into(now, Input::JobFinished { job: JobId(id) }, &mut commands);
         }
