@@ -1,7 +1,5 @@
 //! The engine: a sans-IO state machine. Inputs in, commands out, time passed in.
 
-use std::collections::BTreeSet;
-
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -9,6 +7,7 @@ use crate::cluster::Cluster;
 use crate::host::{HostAlloc, HostResource};
 use crate::ids::{GpuId, JobId, NodeId, TenantId};
 use crate::job::{EndReason, SpecRef};
+use crate::job_set::JobSet;
 use crate::mig::{MigModel, MigRefusal, MigState};
 use crate::policy::{
     Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
@@ -211,8 +210,8 @@ pub struct Engine {
     tenants: Vec<TenantSpec>,
     tenant_gpus: Vec<u32>,
     jobs: Vec<Option<JobState>>,
-    pending: BTreeSet<JobId>,
-    running: BTreeSet<JobId>,
+    pending: JobSet,
+    running: JobSet,
     changes: Vec<JobChange>,
     policy: Box<dyn Policy>,
     rng: ChaCha8Rng,
@@ -249,8 +248,8 @@ impl Engine {
             tenants,
             cluster,
             jobs: Vec::new(),
-            pending: BTreeSet::new(),
-            running: BTreeSet::new(),
+            pending: JobSet::new(),
+            running: JobSet::new(),
             changes: Vec::new(),
             policy,
             rng: ChaCha8Rng::seed_from_u64(seed),
@@ -268,6 +267,8 @@ impl Engine {
     /// workload up front), so that submissions never grow the table by copying it.
     pub fn reserve_jobs(&mut self, jobs: usize) {
         self.jobs.reserve(jobs.saturating_sub(self.jobs.len()));
+        self.pending.reserve(jobs);
+        self.running.reserve(jobs);
     }
 
     /// Turns on MIG for the GPU types `model` has a geometry for (see `crate::mig`).
@@ -359,10 +360,10 @@ impl Engine {
     pub fn job(&self, id: JobId) -> Option<&JobState> {
         self.jobs.get(id.index()).and_then(Option::as_ref)
     }
-    pub fn pending(&self) -> &BTreeSet<JobId> {
+    pub fn pending(&self) -> &JobSet {
         &self.pending
     }
-    pub fn running(&self) -> &BTreeSet<JobId> {
+    pub fn running(&self) -> &JobSet {
         &self.running
     }
     pub fn violations(&self) -> &[Violation] {

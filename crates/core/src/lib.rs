@@ -12,6 +12,7 @@ pub mod eval;
 pub mod host;
 pub mod ids;
 pub mod job;
+pub mod job_set;
 pub mod limits;
 pub mod mig;
 pub mod placement;
@@ -30,6 +31,7 @@ pub use eval::{EvalHistory, Evaluation};
 pub use host::{HostAlloc, HostResource};
 pub use ids::{GpuId, GpuTypeId, JobId, NodeId, TenantId};
 pub use job::{CommPattern, EndReason, JobKind, JobProfile, JobSpec, Layout, SpecRef, SpecTable};
+pub use job_set::JobSet;
 pub use policy::{
     Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
     WaitReason,
