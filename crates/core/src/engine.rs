@@ -226,7 +226,13 @@ pub struct Engine {
     mig: Option<MigState>,
     /// Jobs whose progress the world reported since the last pass (`ClusterView::progressed`).
     progressed: Vec<JobId>,
+    /// GPU lists of jobs that left for good, emptied, for the next jobs that start:
+    /// a start then copies its GPUs without allocating (at most [`SPARE_GPU_LISTS`]).
+    spare_gpus: Vec<Vec<GpuId>>,
 }
+
+/// Most emptied GPU lists the engine keeps for reuse.
+const SPARE_GPU_LISTS: usize = 1024;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -260,6 +266,7 @@ impl Engine {
             freed_by_end: false,
             mig: None,
             progressed: Vec::new(),
+            spare_gpus: Vec::new(),
         }
     }
 
@@ -549,8 +556,9 @@ impl Engine {
         self.leave_running(now, id);
         let job = self.jobs[id.index()].as_mut().expect("running job exists");
         job.phase = Phase::Completed;
-        job.gpus = Vec::new();
+        let gpus = std::mem::take(&mut job.gpus);
         job.progress = Progress { done: job.spec.work, rate: 0.0, at: now };
+        self.spare(gpus);
         self.changes.push(JobChange::Completed(id));
     }
 
@@ -581,6 +589,14 @@ impl Engine {
         self.leave_mig(id);
     }
 
+    /// Keeps the GPU list of a job that left for good for a later start (see `spare_gpus`).
+    fn spare(&mut self, mut gpus: Vec<GpuId>) {
+        if gpus.capacity() > 0 && self.spare_gpus.len() < SPARE_GPU_LISTS {
+            gpus.clear();
+            self.spare_gpus.push(gpus);
+        }
+    }
+
     fn stop(&mut self, now: Time, id: JobId) {
         self.leave_running(now, id);
         let job = self.jobs[id.index()].as_mut().expect("running job exists");
@@ -599,8 +615,9 @@ impl Engine {
         }
         let job = self.jobs[id.index()].as_mut().expect("job exists");
         job.phase = Phase::Ended(reason);
-        job.gpus = Vec::new();
+        let gpus = std::mem::take(&mut job.gpus);
         job.phase_since = now;
+        self.spare(gpus);
         self.changes.push(JobChange::Ended(id));
     }
 
@@ -843,6 +860,9 @@ impl Engine {
         job.phase = Phase::Running;
         job.phase_since = now;
         job.gpus_since = now;
+        if job.gpus.capacity() == 0 {
+            job.gpus = self.spare_gpus.pop().unwrap_or_default();
+        }
         job.gpus.clear();
         job.gpus.extend_from_slice(gpus);
         job.first_start.get_or_insert(now);

@@ -915,8 +915,8 @@ impl<'a> Run<'a> {
             record.outcome = Outcome::Unfinished(reason);
         }
         for (record, world) in self.records.iter_mut().zip(&self.world) {
-            record.held_gpu_us = world.held_gpu_us;
-            record.lost_gpu_us = world.lost_gpu_us;
+            record.held_gpu_us = world.held_gpu_us();
+            record.lost_gpu_us = world.lost_gpu_us();
             record.held_part_us = world.held_part_us();
         }
         // Jobs left unfinished held GPUs or waited until the end: capacity counts to there.
