@@ -156,24 +156,9 @@ fn usage_advance() -> f64 {
     })
 }
 
-fn whole_run() -> f64 {
-    let jobs: Vec<JobSpec> = (0..200_000u32)
-        .map(|i| JobSpec::new(i, i % 4, Time::from_secs(u64::from(i) * 7), 1, 3_000.0))
-        .collect();
-    let tenants: Vec<TenantSpec> = (0..4).map(|t| TenantSpec::new(format!("t{t}"))).collect();
-    let mut events = 0;
-    let ns = best_ns(1, || {
-        let policy = cotenant_policies::build("fifo", &Default::default()).expect("fifo exists");
-        let cluster = ClusterSpec::homogeneous("gpu", 64, 8);
-        let config = SimConfig::default();
-        let result = simulate(&jobs, &tenants, cluster, policy, &ReferenceRate, &config, &mut |_| {})
-            .expect("a valid run");
-        events = result.events;
-    });
-    ns / events.max(1) as f64
-}
-
-fn whole_run_shared() -> f64 {
+/// A whole FIFO run per event: `shared`, on jobs shared with the run (`simulate_shared`),
+/// else through `simulate`, which copies them once for the run.
+fn whole_run(shared: bool) -> f64 {
     let jobs: std::sync::Arc<Vec<JobSpec>> = std::sync::Arc::new(
         (0..200_000u32)
             .map(|i| JobSpec::new(i, i % 4, Time::from_secs(u64::from(i) * 7), 1, 3_000.0))
@@ -183,11 +168,13 @@ fn whole_run_shared() -> f64 {
     let mut events = 0;
     let ns = best_ns(1, || {
         let policy = cotenant_policies::build("fifo", &Default::default()).expect("fifo exists");
-        let cluster = ClusterSpec::homogeneous("gpu", 64, 8);
-        let config = SimConfig::default();
-        let result = simulate_shared(&jobs, &tenants, cluster, policy, &ReferenceRate, &config, &mut |_| {})
-            .expect("a valid run");
-        events = result.events;
+        let (cluster, config) = (ClusterSpec::homogeneous("gpu", 64, 8), SimConfig::default());
+        let result = if shared {
+            simulate_shared(&jobs, &tenants, cluster, policy, &ReferenceRate, &config, &mut |_| {})
+        } else {
+            simulate(&jobs, &tenants, cluster, policy, &ReferenceRate, &config, &mut |_| {})
+        };
+        events = result.expect("a valid run").events;
     });
     ns / events.max(1) as f64
 }
@@ -200,8 +187,8 @@ fn main() {
     println!("| engine step (fifo, submit or complete) | {:.0} |", engine_step());
     println!("| preempt + restart, per cycle (256 jobs, 32 x 8 GPUs) | {:.0} |", preempt_restart());
     println!("| usage advance, 100 tenants, 3 active | {:.1} |", usage_advance());
-    println!("| simulate, fifo, 200,000 jobs, per event | {:.0} |", whole_run());
-    println!("| simulate_shared, fifo, 200,000 jobs, per event | {:.0} |", whole_run_shared());
+    println!("| simulate, fifo, 200,000 jobs, per event | {:.0} |", whole_run(false));
+    println!("| simulate_shared, fifo, 200,000 jobs, per event | {:.0} |", whole_run(true));
     println!();
     println!("| per-job structure | bytes |");
     println!("|---|---:|");
