@@ -5,7 +5,7 @@ use std::time::Instant;
 use anyhow::Result;
 use cotenant_sim::{summarize, ReferenceRate};
 
-use crate::sim_cmd::{build_policies, run_one, sim_config, RunArgs};
+use crate::sim_cmd::{build_policies, run_one_shared, share_jobs, sim_config, RunArgs};
 use crate::workload::{prepare, WorkloadArgs};
 
 #[derive(Debug, Clone, clap::Args)]
@@ -85,8 +85,11 @@ pub fn run(mut args: BenchArgs) -> Result<()> {
     );
     println!("| policy | wall (s) | floor (ms) | wall / floor | events | events/s | jobs/s | scheduling passes | mean JCT (h) |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for policy in build_policies(&args.run, &prepared)? {
-        let (result, wall) = run_one(&prepared, policy, rates.as_ref(), &config, &mut |_| {})?;
+    let policies = build_policies(&args.run, &prepared)?;
+    // The runs refer to the workload's specs instead of copying them (as `sim` does).
+    let jobs = share_jobs(&mut prepared);
+    for policy in policies {
+        let (result, wall) = run_one_shared(&prepared, &jobs, policy, rates.as_ref(), &config, &mut |_| {})?;
         let summary = summarize(&result);
         let floor_secs = floor.secs_per_event * summary.events as f64;
         println!(
@@ -223,7 +226,10 @@ fn decision_latency(run: &RunArgs) -> Result<()> {
         let cluster = cotenant_core::Cluster::new(cluster_spec.clone())?;
         let mut engine = Engine::new(cluster, tenants.clone(), policy, run.seed);
         let started = Instant::now();
-        engine.step(Time::ZERO, Input::Batch(jobs.iter().cloned().map(Input::JobSubmitted).collect()));
+        engine.step(
+            Time::ZERO,
+            Input::Batch(jobs.iter().cloned().map(|spec| Input::JobSubmitted(spec.into())).collect()),
+        );
         let first_ms = started.elapsed().as_secs_f64() * 1e3;
         progress.set_message(format!("decision latency: {name}"));
         let mut samples = Vec::with_capacity(LATENCY_SAMPLES);

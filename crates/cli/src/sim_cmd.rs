@@ -14,7 +14,7 @@ use cotenant_policies::{PolicyError, PolicyParams};
 use cotenant_report::{
     comparison_table, health_block, summaries_json, tenant_table, write_jobs_csv, COMPARISON_LEGEND,
 };
-use cotenant_sim::{simulate, summarize, Overheads, RateModel, ReferenceRate, SimConfig, SimResult};
+use cotenant_sim::{simulate_shared, summarize, Overheads, RateModel, ReferenceRate, SimConfig, SimResult};
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -208,13 +208,17 @@ pub fn run(args: SimArgs) -> Result<()> {
     let rates = crate::variability_args::wrap(&args.run, &prepared, rates)?;
     config.mig = crate::mig_args::setup(&args.run.mig, &prepared)?.map(|m| m.model);
     let progress = RunProgress::new(policies.len(), prepared.workload.jobs.len(), "simulating");
+    let jobs = share_jobs(&mut prepared);
     let outcomes: Vec<Result<(SimResult, f64)>> = policies
         .into_par_iter()
         .enumerate()
         .map(|(i, policy)| {
-            run_one(&prepared, policy, rates.as_ref(), &config, &mut |done| progress.update(i, done))
+            run_one_shared(&prepared, &jobs, policy, rates.as_ref(), &config, &mut |done| {
+                progress.update(i, done)
+            })
         })
         .collect();
+    unshare_jobs(&mut prepared, jobs);
     progress.finish();
     let mut results = Vec::new();
     let mut walls = Vec::new();
@@ -320,10 +324,35 @@ pub fn run_one(
     config: &SimConfig,
     progress: &mut dyn FnMut(usize),
 ) -> Result<(SimResult, f64)> {
+    let jobs = std::sync::Arc::new(prepared.workload.jobs.clone());
+    run_one_shared(prepared, &jobs, policy, rates, config, progress)
+}
+
+/// The workload's jobs moved out of `prepared` into a vector the runs share: each
+/// run's engine then refers to these specs instead of copying each. Give them back
+/// with [`unshare_jobs`] before reading `prepared.workload.jobs` again.
+pub fn share_jobs(prepared: &mut Prepared) -> std::sync::Arc<Vec<cotenant_core::JobSpec>> {
+    std::sync::Arc::new(std::mem::take(&mut prepared.workload.jobs))
+}
+
+/// Puts the jobs [`share_jobs`] took back (without a copy once the runs are over).
+pub fn unshare_jobs(prepared: &mut Prepared, jobs: std::sync::Arc<Vec<cotenant_core::JobSpec>>) {
+    prepared.workload.jobs = std::sync::Arc::try_unwrap(jobs).unwrap_or_else(|jobs| jobs.to_vec());
+}
+
+/// [`run_one`] on the workload's jobs as [`share_jobs`] shared them.
+pub fn run_one_shared(
+    prepared: &Prepared,
+    jobs: &std::sync::Arc<Vec<cotenant_core::JobSpec>>,
+    policy: Box<dyn Policy>,
+    rates: &dyn RateModel,
+    config: &SimConfig,
+    progress: &mut dyn FnMut(usize),
+) -> Result<(SimResult, f64)> {
     let name = policy.name();
     let started = Instant::now();
-    let result = simulate(
-        &prepared.workload.jobs,
+    let result = simulate_shared(
+        jobs,
         &prepared.workload.tenants,
         prepared.cluster.clone(),
         policy,

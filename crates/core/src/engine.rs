@@ -1,14 +1,13 @@
 //! The engine: a sans-IO state machine. Inputs in, commands out, time passed in.
 
-use std::collections::BTreeSet;
-
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::cluster::Cluster;
 use crate::host::{HostAlloc, HostResource};
 use crate::ids::{GpuId, JobId, NodeId, TenantId};
-use crate::job::{EndReason, JobSpec};
+use crate::job::{EndReason, SpecRef};
+use crate::job_set::JobSet;
 use crate::mig::{MigModel, MigRefusal, MigState};
 use crate::policy::{
     Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
@@ -23,7 +22,8 @@ mod resize;
 /// Something that happened in the world.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
-    JobSubmitted(JobSpec),
+    /// A new job: its spec, or a handle into specs the world shares (`crate::SpecTable`).
+    JobSubmitted(SpecRef),
     /// A running job completed its work.
     JobFinished {
         job: JobId,
@@ -210,8 +210,8 @@ pub struct Engine {
     tenants: Vec<TenantSpec>,
     tenant_gpus: Vec<u32>,
     jobs: Vec<Option<JobState>>,
-    pending: BTreeSet<JobId>,
-    running: BTreeSet<JobId>,
+    pending: JobSet,
+    running: JobSet,
     changes: Vec<JobChange>,
     policy: Box<dyn Policy>,
     rng: ChaCha8Rng,
@@ -226,7 +226,13 @@ pub struct Engine {
     mig: Option<MigState>,
     /// Jobs whose progress the world reported since the last pass (`ClusterView::progressed`).
     progressed: Vec<JobId>,
+    /// GPU lists of jobs that left for good, emptied, for the next jobs that start:
+    /// a start then copies its GPUs without allocating (at most [`SPARE_GPU_LISTS`]).
+    spare_gpus: Vec<Vec<GpuId>>,
 }
+
+/// Most emptied GPU lists the engine keeps for reuse.
+const SPARE_GPU_LISTS: usize = 1024;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -248,8 +254,8 @@ impl Engine {
             tenants,
             cluster,
             jobs: Vec::new(),
-            pending: BTreeSet::new(),
-            running: BTreeSet::new(),
+            pending: JobSet::new(),
+            running: JobSet::new(),
             changes: Vec::new(),
             policy,
             rng: ChaCha8Rng::seed_from_u64(seed),
@@ -260,6 +266,7 @@ impl Engine {
             freed_by_end: false,
             mig: None,
             progressed: Vec::new(),
+            spare_gpus: Vec::new(),
         }
     }
 
@@ -267,6 +274,8 @@ impl Engine {
     /// workload up front), so that submissions never grow the table by copying it.
     pub fn reserve_jobs(&mut self, jobs: usize) {
         self.jobs.reserve(jobs.saturating_sub(self.jobs.len()));
+        self.pending.reserve(jobs);
+        self.running.reserve(jobs);
     }
 
     /// Turns on MIG for the GPU types `model` has a geometry for (see `crate::mig`).
@@ -358,10 +367,10 @@ impl Engine {
     pub fn job(&self, id: JobId) -> Option<&JobState> {
         self.jobs.get(id.index()).and_then(Option::as_ref)
     }
-    pub fn pending(&self) -> &BTreeSet<JobId> {
+    pub fn pending(&self) -> &JobSet {
         &self.pending
     }
-    pub fn running(&self) -> &BTreeSet<JobId> {
+    pub fn running(&self) -> &JobSet {
         &self.running
     }
     pub fn violations(&self) -> &[Violation] {
@@ -426,7 +435,7 @@ impl Engine {
                 trigger.wakeup = true;
             }
             Input::JobEnded { job, reason } => {
-                if self.pending.contains(&job) || self.running.contains(&job) {
+                if self.is_pending(job) || self.is_running(job) {
                     // A pass follows, as after a completion: freed GPUs (or a
                     // shorter queue) may let other jobs start.
                     self.end(now, job, reason);
@@ -466,7 +475,22 @@ impl Engine {
         self.jobs.get_mut(id.index()).and_then(Option::as_mut)
     }
 
-    fn submit(&mut self, now: Time, spec: JobSpec, commands: &mut Vec<Command>) {
+    /// Whether the job is in the pending set, read from its phase (an index, not a
+    /// search of the set: a job is pending exactly while its phase is `Pending`).
+    fn is_pending(&self, id: JobId) -> bool {
+        let pending = self.job(id).is_some_and(|j| j.phase == Phase::Pending);
+        debug_assert_eq!(pending, self.pending.contains(&id));
+        pending
+    }
+
+    /// Whether the job is in the running set, read from its phase (see [`Engine::is_pending`]).
+    fn is_running(&self, id: JobId) -> bool {
+        let running = self.job(id).is_some_and(JobState::is_running);
+        debug_assert_eq!(running, self.running.contains(&id));
+        running
+    }
+
+    fn submit(&mut self, now: Time, spec: SpecRef, commands: &mut Vec<Command>) {
         let id = spec.id;
         if self.job(id).is_some() {
             self.violations.push(Violation::DuplicateJob(id));
@@ -525,15 +549,16 @@ impl Engine {
     }
 
     fn finish(&mut self, now: Time, id: JobId) {
-        if !self.running.contains(&id) {
+        if !self.is_running(id) {
             self.violations.push(Violation::FinishedWhileNotRunning(id));
             return;
         }
         self.leave_running(now, id);
         let job = self.jobs[id.index()].as_mut().expect("running job exists");
         job.phase = Phase::Completed;
-        job.gpus = Vec::new();
+        let gpus = std::mem::take(&mut job.gpus);
         job.progress = Progress { done: job.spec.work, rate: 0.0, at: now };
+        self.spare(gpus);
         self.changes.push(JobChange::Completed(id));
     }
 
@@ -564,6 +589,14 @@ impl Engine {
         self.leave_mig(id);
     }
 
+    /// Keeps the GPU list of a job that left for good for a later start (see `spare_gpus`).
+    fn spare(&mut self, mut gpus: Vec<GpuId>) {
+        if gpus.capacity() > 0 && self.spare_gpus.len() < SPARE_GPU_LISTS {
+            gpus.clear();
+            self.spare_gpus.push(gpus);
+        }
+    }
+
     fn stop(&mut self, now: Time, id: JobId) {
         self.leave_running(now, id);
         let job = self.jobs[id.index()].as_mut().expect("running job exists");
@@ -575,14 +608,16 @@ impl Engine {
     }
 
     fn end(&mut self, now: Time, id: JobId, reason: EndReason) {
-        if self.running.contains(&id) {
+        if self.is_running(id) {
             self.leave_running(now, id);
+        } else {
+            self.pending.remove(&id);
         }
-        self.pending.remove(&id);
         let job = self.jobs[id.index()].as_mut().expect("job exists");
         job.phase = Phase::Ended(reason);
-        job.gpus = Vec::new();
+        let gpus = std::mem::take(&mut job.gpus);
         job.phase_since = now;
+        self.spare(gpus);
         self.changes.push(JobChange::Ended(id));
     }
 
@@ -634,7 +669,7 @@ impl Engine {
         for action in actions {
             match action {
                 Action::Preempt { job } => {
-                    if self.running.contains(&job) {
+                    if self.is_running(job) {
                         self.stop(now, job);
                         commands.push(Command::Stop { job, reason: StopReason::Preempted });
                     } else {
@@ -642,8 +677,9 @@ impl Engine {
                     }
                 }
                 Action::End { job, reason } => {
-                    if self.pending.contains(&job) || self.running.contains(&job) {
-                        self.freed_by_end |= self.running.contains(&job);
+                    let running = self.is_running(job);
+                    if running || self.is_pending(job) {
+                        self.freed_by_end |= running;
                         self.end(now, job, reason);
                         commands.push(Command::End { job, reason });
                     } else {
@@ -768,8 +804,8 @@ impl Engine {
     /// `Action::Allocate`: a pending job's next allocation, or a running job's
     /// new one (checked against its nodes, counting what it holds as free).
     fn allocate(&mut self, id: JobId, alloc: HostAlloc, commands: &mut Vec<Command>) {
-        let running = self.running.contains(&id);
-        if !self.cluster.host().enabled() || !(running || self.pending.contains(&id)) {
+        let running = self.is_running(id);
+        if !self.cluster.host().enabled() || !(running || self.is_pending(id)) {
             self.violations.push(Violation::AllocateNotPossible(id));
             return;
         }
@@ -798,10 +834,9 @@ impl Engine {
     /// The job is pending, gets the GPU count it asked for, and its tenant stays
     /// within its hard limit (a shared GPU counts fully for each job).
     fn check_admission(&self, id: JobId, given: u32) -> Option<Violation> {
-        if !self.pending.contains(&id) {
+        let Some(job) = self.job(id).filter(|j| j.phase == Phase::Pending) else {
             return Some(Violation::StartNotPending(id));
-        }
-        let job = self.job(id)?;
+        };
         if !job.spec.accepts_gpus(given) {
             return Some(Violation::StartWrongGpuCount { job: id, wanted: job.spec.gpus, given });
         }
@@ -825,6 +860,9 @@ impl Engine {
         job.phase = Phase::Running;
         job.phase_since = now;
         job.gpus_since = now;
+        if job.gpus.capacity() == 0 {
+            job.gpus = self.spare_gpus.pop().unwrap_or_default();
+        }
         job.gpus.clear();
         job.gpus.extend_from_slice(gpus);
         job.first_start.get_or_insert(now);

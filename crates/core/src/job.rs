@@ -1,5 +1,7 @@
 //! Jobs as submitted, and the reasons a job ends.
 
+use std::sync::Arc;
+
 use crate::elastic::Elastic;
 use crate::host::HostResource;
 use crate::ids::{JobId, TenantId};
@@ -155,6 +157,78 @@ impl JobSpec {
     }
 }
 
+/// A workload's job specs, shared by the job states that refer to them
+/// ([`SpecRef::shared`]): a simulator hands the engine handles into its workload
+/// instead of a copy of each spec. Make one per run (`SpecTable::new`), so that
+/// runs in parallel threads count their handles on separate reference counts.
+#[derive(Debug)]
+pub struct SpecTable {
+    specs: Arc<Vec<JobSpec>>,
+}
+
+impl SpecTable {
+    pub fn new(specs: Arc<Vec<JobSpec>>) -> Arc<SpecTable> {
+        Arc::new(SpecTable { specs })
+    }
+    pub fn specs(&self) -> &[JobSpec] {
+        &self.specs
+    }
+}
+
+/// A job's spec as the engine keeps it (`Input::JobSubmitted`, `JobState::spec`):
+/// a handle into a shared [`SpecTable`] (16 bytes instead of a 152-byte copy per
+/// job), or a spec of its own. Reads as a [`JobSpec`] (`Deref`); compares, prints
+/// and clones as the spec it refers to would (a clone shares the same spec).
+#[derive(Clone)]
+pub struct SpecRef(SpecRepr);
+
+#[derive(Clone)]
+enum SpecRepr {
+    Shared(Arc<SpecTable>, u32),
+    Owned(Box<JobSpec>),
+}
+
+impl SpecRef {
+    /// The spec at `index` of `table`; `None` past its end.
+    pub fn shared(table: &Arc<SpecTable>, index: usize) -> Option<SpecRef> {
+        let index32 = u32::try_from(index).ok()?;
+        (index < table.specs.len()).then(|| SpecRef(SpecRepr::Shared(Arc::clone(table), index32)))
+    }
+    /// A copy of the spec, owned.
+    pub fn to_spec(&self) -> JobSpec {
+        JobSpec::clone(self)
+    }
+}
+
+impl std::ops::Deref for SpecRef {
+    type Target = JobSpec;
+    #[inline]
+    fn deref(&self) -> &JobSpec {
+        match &self.0 {
+            SpecRepr::Shared(table, index) => &table.specs[*index as usize],
+            SpecRepr::Owned(spec) => spec,
+        }
+    }
+}
+
+impl From<JobSpec> for SpecRef {
+    fn from(spec: JobSpec) -> SpecRef {
+        SpecRef(SpecRepr::Owned(Box::new(spec)))
+    }
+}
+
+impl PartialEq for SpecRef {
+    fn eq(&self, other: &SpecRef) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for SpecRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        JobSpec::fmt(self, f)
+    }
+}
+
 /// Why a job left the system without completing its work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EndReason {
@@ -207,5 +281,45 @@ impl std::fmt::Display for EndReason {
             EndReason::Failed { exit_code } => write!(f, "failed with exit code {exit_code}"),
             EndReason::Lost => write!(f, "lost (its process vanished without an exit status)"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Time;
+
+    fn table() -> Arc<SpecTable> {
+        SpecTable::new(Arc::new(
+            (0..3).map(|i| JobSpec::new(i, 0, Time::from_secs(u64::from(i)), i + 1, 10.0)).collect(),
+        ))
+    }
+
+    /// A shared handle reads, compares and prints as the spec it refers to; one
+    /// past the table's end is refused; a clone shares the table (one more count).
+    #[test]
+    fn a_shared_spec_reads_as_its_table_entry() {
+        let table = table();
+        let second = SpecRef::shared(&table, 1).expect("in the table");
+        assert_eq!((second.id, second.gpus, second.arrival), (JobId(1), 2, Time::from_secs(1)));
+        assert!(SpecRef::shared(&table, 3).is_none());
+        let owned = SpecRef::from(table.specs()[1].clone());
+        assert_eq!(second, owned);
+        assert_ne!(second, SpecRef::shared(&table, 2).unwrap());
+        assert_eq!(format!("{second:?}"), format!("{:?}", table.specs()[1]));
+        assert_eq!(second.to_spec(), table.specs()[1]);
+        assert_eq!(Arc::strong_count(&table), 2);
+        let copy = second.clone();
+        assert_eq!(Arc::strong_count(&table), 3);
+        drop((second, copy));
+        assert_eq!(Arc::strong_count(&table), 1);
+    }
+
+    /// The handle is two words (a table pointer and an index, or a box): what a job
+    /// state holds instead of a 152-byte spec.
+    #[test]
+    fn a_spec_handle_is_two_words() {
+        assert_eq!(size_of::<SpecRef>(), 2 * size_of::<usize>());
+        assert!(size_of::<JobSpec>() >= 150);
     }
 }

@@ -12,6 +12,7 @@ pub mod eval;
 pub mod host;
 pub mod ids;
 pub mod job;
+pub mod job_set;
 pub mod limits;
 pub mod mig;
 pub mod placement;
@@ -29,7 +30,8 @@ pub use engine::{Command, Engine, EngineStats, Input, StopReason, Violation};
 pub use eval::{EvalHistory, Evaluation};
 pub use host::{HostAlloc, HostResource};
 pub use ids::{GpuId, GpuTypeId, JobId, NodeId, TenantId};
-pub use job::{CommPattern, EndReason, JobKind, JobProfile, JobSpec, Layout};
+pub use job::{CommPattern, EndReason, JobKind, JobProfile, JobSpec, Layout, SpecRef, SpecTable};
+pub use job_set::JobSet;
 pub use policy::{
     Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
     WaitReason,

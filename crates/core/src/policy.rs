@@ -1,14 +1,13 @@
 //! The `Policy` trait and what crosses it: an immutable view in, a `Decision` out.
 
-use std::collections::BTreeSet;
-
 use rand_chacha::ChaCha8Rng;
 
 use crate::cluster::Cluster;
 use crate::eval::EvalHistory;
 use crate::host::HostAlloc;
 use crate::ids::{GpuId, JobId, TenantId};
-use crate::job::{EndReason, JobSpec};
+use crate::job::{EndReason, SpecRef};
+use crate::job_set::JobSet;
 use crate::mig::{MigLayout, MigSlot, MigState, MigTarget};
 use crate::sharing::{Share, Sharing};
 use crate::tenant::TenantSpec;
@@ -35,7 +34,9 @@ pub struct Progress {
 /// Everything the engine knows about one job.
 #[derive(Clone, Debug)]
 pub struct JobState {
-    pub spec: JobSpec,
+    /// The job as submitted: a handle into the workload's specs where the world
+    /// shares them (`crate::SpecTable`), read as a `JobSpec`.
+    pub spec: SpecRef,
     pub phase: Phase,
     /// GPUs held now (empty unless running).
     pub gpus: Vec<GpuId>,
@@ -151,9 +152,9 @@ pub struct ClusterView<'a> {
     /// GPUs each tenant holds now, indexed by tenant.
     pub tenant_gpus: &'a [u32],
     /// Waiting jobs, in id (submission) order.
-    pub pending: &'a BTreeSet<JobId>,
+    pub pending: &'a JobSet,
     /// Running jobs, in id order.
-    pub running: &'a BTreeSet<JobId>,
+    pub running: &'a JobSet,
     pub changes: &'a [JobChange],
     pub(crate) jobs: &'a [Option<JobState>],
     /// MIG geometry, layouts and instance occupants, when the run has MIG.
@@ -184,7 +185,7 @@ impl<'a> ClusterView<'a> {
     }
     /// The same view with another set of running jobs: a wrapper policy hides the
     /// jobs it manages itself from its base (`varuna(BASE)`).
-    pub fn with_running<'b>(&self, running: &'b BTreeSet<JobId>) -> ClusterView<'b>
+    pub fn with_running<'b>(&self, running: &'b JobSet) -> ClusterView<'b>
     where
         'a: 'b,
     {

@@ -17,7 +17,7 @@ fn engine(script: Vec<Vec<Action>>, tenants: Vec<TenantSpec>) -> Engine {
 }
 
 fn job(id: u32, gpus: u32) -> Input {
-    Input::JobSubmitted(JobSpec::new(id, 0, Time::ZERO, gpus, 10.0))
+    Input::JobSubmitted(JobSpec::new(id, 0, Time::ZERO, gpus, 10.0).into())
 }
 
 #[test]
@@ -169,7 +169,7 @@ fn space_sharing_pairs_two_jobs_and_rerates_the_one_that_stays() {
 fn elastic_job(id: u32, gpus: u32, min: u32, max: u32) -> Input {
     let mut spec = JobSpec::new(id, 0, Time::ZERO, gpus, 10.0);
     spec.elastic = Some(cotenant_core::Elastic::new(min, max, gpus).unwrap());
-    Input::JobSubmitted(spec)
+    Input::JobSubmitted(spec.into())
 }
 
 #[test]
@@ -252,10 +252,29 @@ fn jobs_ended_from_outside_leave_the_queue_or_free_their_gpus() {
 fn tenants_added_at_run_time_get_the_next_id_and_may_submit() {
     let script = vec![vec![], vec![Action::Start { job: JobId(0), gpus: vec![GpuId(0)] }]];
     let mut e = engine(script, vec![TenantSpec::new("a")]);
-    e.step(Time::ZERO, Input::JobSubmitted(JobSpec::new(7, 1, Time::ZERO, 1, 1.0)));
+    e.step(Time::ZERO, Input::JobSubmitted(JobSpec::new(7, 1, Time::ZERO, 1, 1.0).into()));
     assert!(matches!(e.violations()[0], Violation::UnknownTenant { .. }));
     assert_eq!(e.add_tenant(TenantSpec::new("b")).0, 1);
-    let commands = e.step(Time(1), Input::JobSubmitted(JobSpec::new(0, 1, Time(1), 1, 1.0)));
+    let commands = e.step(Time(1), Input::JobSubmitted(JobSpec::new(0, 1, Time(1), 1, 1.0).into()));
     assert_eq!(commands, vec![Command::Start { job: JobId(0), gpus: vec![GpuId(0)] }]);
     assert_eq!(e.tenant_gpus(), &[0, 1]);
+}
+
+/// A job submitted as a handle into a shared table keeps the handle, not a copy:
+/// each of the two jobs adds one count to the table (the test's own is the third),
+/// and the state reads the table's spec. Dropping the engine gives the counts back.
+#[test]
+fn shared_specs_are_referred_to_not_copied() {
+    use std::sync::Arc;
+    let specs: Vec<JobSpec> = (0..2).map(|i| JobSpec::new(i, 0, Time::ZERO, 1, 10.0)).collect();
+    let table = cotenant_core::SpecTable::new(Arc::new(specs));
+    let script = vec![vec![Action::Start { job: JobId(0), gpus: vec![GpuId(0)] }]];
+    let mut e = engine(script, vec![TenantSpec::new("a")]);
+    let submit = |i| Input::JobSubmitted(cotenant_core::SpecRef::shared(&table, i).unwrap());
+    e.step(Time::ZERO, Input::Batch(vec![submit(0), submit(1)]));
+    assert_eq!(Arc::strong_count(&table), 3);
+    assert_eq!(e.job(JobId(1)).unwrap().spec.id, JobId(1));
+    assert_eq!(e.job(JobId(0)).unwrap().phase, Phase::Running);
+    drop(e);
+    assert_eq!(Arc::strong_count(&table), 1);
 }

@@ -96,7 +96,9 @@ fn engine(script: Vec<Vec<Action>>) -> Engine {
 
 fn submit(ids: &[u32], gpus: u32) -> Input {
     Input::Batch(
-        ids.iter().map(|&i| Input::JobSubmitted(JobSpec::new(i, 0, Time::ZERO, gpus, 100.0))).collect(),
+        ids.iter()
+            .map(|&i| Input::JobSubmitted(JobSpec::new(i, 0, Time::ZERO, gpus, 100.0).into()))
+            .collect(),
     )
 }
 

@@ -488,7 +488,7 @@ impl Live {
                 } else {
                     self.jobs.push(job_record);
                 }
-                Input::JobSubmitted(spec)
+                Input::JobSubmitted(spec.into())
             }
             Entry::Cancelled { job } => Input::JobEnded { job: JobId(*job), reason: EndReason::Cancelled },
             Entry::NodeJoined { node, name, gpu_uuids } => {

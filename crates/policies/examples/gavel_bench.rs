@@ -187,7 +187,7 @@ fn round_bench(table: &ThroughputTable) {
                         .map(|k| k.model.clone())
                         .unwrap_or_default();
                     j.job_type = models.iter().position(|m| *m == model).map(|p| p as u32);
-                    Input::JobSubmitted(j)
+                    Input::JobSubmitted(j.into())
                 })
                 .collect();
             engine.step(Time::ZERO, Input::Batch(inputs));

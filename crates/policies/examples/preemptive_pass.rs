@@ -153,7 +153,10 @@ fn main() {
         let stats = Arc::new(Mutex::new(Stats::default()));
         let timed = Timed { inner: policy, stats: Arc::clone(&stats) };
         let mut engine = Engine::new(cluster, tenants.clone(), Box::new(timed), 1);
-        engine.step(Time::ZERO, Input::Batch(submitted.into_iter().map(Input::JobSubmitted).collect()));
+        engine.step(
+            Time::ZERO,
+            Input::Batch(submitted.into_iter().map(|spec| Input::JobSubmitted(spec.into())).collect()),
+        );
         let mut running: Vec<JobId> = Vec::new();
         for i in 0..samples {
             running.clear();

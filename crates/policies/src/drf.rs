@@ -145,7 +145,7 @@ mod tests {
             let tenant = i % 2;
             let mut j = JobSpec::new(i, tenant, Time::ZERO, if tenant == 0 { 1 } else { 3 }, 100.0);
             j.cpus = if tenant == 0 { 4 } else { 1 };
-            inputs.push(Input::JobSubmitted(j));
+            inputs.push(Input::JobSubmitted(j.into()));
         }
         let commands = e.step(Time::ZERO, Input::Batch(inputs));
         let started: Vec<u32> = commands

@@ -239,7 +239,7 @@ mod tests {
 
     fn state(spec: JobSpec) -> JobState {
         JobState {
-            spec,
+            spec: spec.into(),
             phase: cotenant_core::Phase::Pending,
             gpus: Vec::new(),
             first_start: None,

@@ -356,14 +356,14 @@ mod tests {
         // heavy holds both GPUs for an hour; then each tenant queues one job.
         e.step(
             Time::ZERO,
-            Input::Batch(vec![Input::JobSubmitted(JobSpec::new(0, 0, Time::ZERO, 2, 3600.0))]),
+            Input::Batch(vec![Input::JobSubmitted(JobSpec::new(0, 0, Time::ZERO, 2, 3600.0).into())]),
         );
         let t = Time::from_secs(3600);
         e.step(
             t,
             Input::Batch(vec![
-                Input::JobSubmitted(JobSpec::new(1, 0, t, 2, 100.0)),
-                Input::JobSubmitted(JobSpec::new(2, 1, t, 2, 100.0)),
+                Input::JobSubmitted(JobSpec::new(1, 0, t, 2, 100.0).into()),
+                Input::JobSubmitted(JobSpec::new(2, 1, t, 2, 100.0).into()),
             ]),
         );
         let commands = e.step(t, Input::JobFinished { job: JobId(0) });

@@ -501,7 +501,7 @@ mod tests {
                     inputs.push(Input::JobFinished { job });
                 }
                 while self.jobs.get(next_arrival).is_some_and(|j| j.arrival == now) {
-                    inputs.push(Input::JobSubmitted(self.jobs[next_arrival].clone()));
+                    inputs.push(Input::JobSubmitted(self.jobs[next_arrival].clone().into()));
                     next_arrival += 1;
                 }
                 if wake == Some(now) {

@@ -97,7 +97,7 @@ pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) {
             inputs.push(Input::JobFinished { job });
         }
         while specs.get(next_arrival).is_some_and(|j| j.arrival == now) {
-            inputs.push(Input::JobSubmitted(specs[next_arrival].clone()));
+            inputs.push(Input::JobSubmitted(specs[next_arrival].clone().into()));
             next_arrival += 1;
         }
         while let Some(&(_, node, up)) =

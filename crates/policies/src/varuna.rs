@@ -30,8 +30,8 @@
 use std::collections::BTreeSet;
 
 use cotenant_core::{
-    Action, ClusterView, Decision, Departure, GpuId, JobChange, JobId, JobKind, JobSpec, JobState, NodeId,
-    Policy, PolicyCx, Span, Time,
+    Action, ClusterView, Decision, Departure, GpuId, JobChange, JobId, JobKind, JobSet, JobSpec, JobState,
+    NodeId, Policy, PolicyCx, Span, Time,
 };
 
 /// The name form `varuna(BASE)`.
@@ -282,7 +282,8 @@ impl Policy for Varuna {
         let mut decision = if self.morphed.is_empty() {
             self.base.schedule(cx, view)
         } else {
-            let running: BTreeSet<JobId> = view.running.difference(&self.morphed).copied().collect();
+            let running: JobSet =
+                view.running.iter().filter(|id| !self.morphed.contains(id)).copied().collect();
             self.base.schedule(cx, &view.with_running(&running))
         };
         let mut taken: BTreeSet<GpuId> = BTreeSet::new();

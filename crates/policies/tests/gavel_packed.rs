@@ -130,7 +130,7 @@ fn run_seeded(
             inputs.push(Input::JobFinished { job: id });
         }
         while jobs.get(next).is_some_and(|j| j.arrival == now) {
-            inputs.push(Input::JobSubmitted(jobs[next].clone()));
+            inputs.push(Input::JobSubmitted(jobs[next].clone().into()));
             next += 1;
         }
         if wake == Some(now) {

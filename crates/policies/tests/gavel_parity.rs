@@ -62,7 +62,7 @@ fn run(trace: &str, policy: &str) -> (f64, f64) {
             inputs.push(Input::JobFinished { job: JobId(i as u32) });
         }
         while workload.jobs.get(next).is_some_and(|j| j.arrival == now) {
-            inputs.push(Input::JobSubmitted(workload.jobs[next].clone()));
+            inputs.push(Input::JobSubmitted(workload.jobs[next].clone().into()));
             next += 1;
         }
         if wake == Some(now) {

@@ -11,9 +11,17 @@
 //!   cluster (consolidated: it reads the free index only as far as its plan goes);
 //! - `engine step`: one submission and one completion through `Engine::step_into`
 //!   (FIFO, 8 GPUs, commands into a kept buffer), per event;
+//! - `preempt + restart`: one job's stop and start again in one decision, through
+//!   `Engine::step_into` (a policy that preempts every running job and restarts it on
+//!   its GPUs, 256 jobs on 32 x 8 GPUs), per cycle: the engine's side of what LAS does
+//!   a million times on the full Philly trace;
 //! - `usage advance`: the usage integrals over 100 tenants of which 3 hold GPUs or wait;
 //! - `simulate`: a whole run of 200,000 one-GPU jobs under FIFO on 64 x 8 GPUs, per
-//!   event (arrivals and completions), the figure `cotenant bench` sets beside its floor.
+//!   event (arrivals and completions), the figure `cotenant bench` sets beside its floor;
+//!   `simulate_shared`, the same on jobs shared with the run (what `cotenant sim` and
+//!   `bench` do), where the engine refers to the specs instead of copying them.
+//!
+//! Then the bytes each job costs in the simulator's per-job structures.
 //!
 //! Each figure is the best of 5 repetitions. A measurement, not a test: STYLE.md
 //! keeps timings out of the test suite.
@@ -21,10 +29,13 @@
 use std::time::Instant;
 
 use cotenant_core::placement::{FreeMap, Placement};
-use cotenant_core::{Cluster, ClusterSpec, Command, Engine, Input, JobId, JobSpec, Span, TenantSpec, Time};
+use cotenant_core::{
+    Action, Cluster, ClusterSpec, ClusterView, Command, Decision, Engine, Input, JobId, JobSpec, JobState,
+    Policy, PolicyCx, Span, TenantSpec, Time,
+};
 use cotenant_sim::usage::UsageTracker;
 use cotenant_sim::world::GPU_PARTS;
-use cotenant_sim::{simulate, ReferenceRate, SimConfig};
+use cotenant_sim::{simulate, simulate_shared, JobRecord, ReferenceRate, SimConfig};
 
 const REPEATS: usize = 5;
 
@@ -74,11 +85,60 @@ fn engine_step() -> f64 {
         for id in 0..jobs {
             let now = Time::from_secs(u64::from(id));
             commands.clear();
-            engine.step_into(now, Input::JobSubmitted(JobSpec::new(id, 0, now, 1, 1.0)), &mut commands);
+            engine.step_into(
+                now,
+                Input::JobSubmitted(JobSpec::new(id, 0, now, 1, 1.0).into()),
+                &mut commands,
+            );
             commands.clear();
             engine.step_into(now, Input::JobFinished { job: JobId(id) }, &mut commands);
         }
         std::hint::black_box(engine.stats());
+    })
+}
+
+/// Preempts every running job and starts it again on the same GPUs, in one decision;
+/// on its first pass, starts every pending job on the next free GPU.
+struct Flip;
+
+impl Policy for Flip {
+    fn name(&self) -> &'static str {
+        "flip"
+    }
+    fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
+        let mut decision = Decision::default();
+        if view.running.is_empty() {
+            let mut free = FreeMap::new(view.cluster);
+            for &job in view.pending {
+                let gpus = free.place(1, Placement::Consolidated, |_| true).expect("a GPU per job");
+                decision.actions.push(Action::Start { job, gpus });
+            }
+            return decision;
+        }
+        for job in view.running_jobs() {
+            decision.actions.push(Action::Preempt { job: job.id() });
+        }
+        for job in view.running_jobs() {
+            decision.actions.push(Action::Start { job: job.id(), gpus: job.gpus.clone() });
+        }
+        decision
+    }
+}
+
+fn preempt_restart() -> f64 {
+    let (jobs, passes) = (256u32, 400u64);
+    best_ns(u64::from(jobs) * passes, || {
+        let cluster = Cluster::new(ClusterSpec::homogeneous("gpu", 32, 8)).expect("a valid cluster");
+        let mut engine = Engine::new(cluster, vec![TenantSpec::new("t")], Box::new(Flip), 0);
+        let submitted =
+            (0..jobs).map(|id| Input::JobSubmitted(JobSpec::new(id, 0, Time::ZERO, 1, 1e9).into()));
+        let mut commands: Vec<Command> = Vec::new();
+        engine.step_into(Time::ZERO, Input::Batch(submitted.collect()), &mut commands);
+        for pass in 1..=passes {
+            commands.clear();
+            engine.step_into(Time::from_secs(pass), Input::Wakeup, &mut commands);
+        }
+        assert_eq!(engine.stats().preemptions, u64::from(jobs) * passes, "every pass restarts every job");
     })
 }
 
@@ -96,19 +156,25 @@ fn usage_advance() -> f64 {
     })
 }
 
-fn whole_run() -> f64 {
-    let jobs: Vec<JobSpec> = (0..200_000u32)
-        .map(|i| JobSpec::new(i, i % 4, Time::from_secs(u64::from(i) * 7), 1, 3_000.0))
-        .collect();
+/// A whole FIFO run per event: `shared`, on jobs shared with the run (`simulate_shared`),
+/// else through `simulate`, which copies them once for the run.
+fn whole_run(shared: bool) -> f64 {
+    let jobs: std::sync::Arc<Vec<JobSpec>> = std::sync::Arc::new(
+        (0..200_000u32)
+            .map(|i| JobSpec::new(i, i % 4, Time::from_secs(u64::from(i) * 7), 1, 3_000.0))
+            .collect(),
+    );
     let tenants: Vec<TenantSpec> = (0..4).map(|t| TenantSpec::new(format!("t{t}"))).collect();
     let mut events = 0;
     let ns = best_ns(1, || {
         let policy = cotenant_policies::build("fifo", &Default::default()).expect("fifo exists");
-        let cluster = ClusterSpec::homogeneous("gpu", 64, 8);
-        let config = SimConfig::default();
-        let result = simulate(&jobs, &tenants, cluster, policy, &ReferenceRate, &config, &mut |_| {})
-            .expect("a valid run");
-        events = result.events;
+        let (cluster, config) = (ClusterSpec::homogeneous("gpu", 64, 8), SimConfig::default());
+        let result = if shared {
+            simulate_shared(&jobs, &tenants, cluster, policy, &ReferenceRate, &config, &mut |_| {})
+        } else {
+            simulate(&jobs, &tenants, cluster, policy, &ReferenceRate, &config, &mut |_| {})
+        };
+        events = result.expect("a valid run").events;
     });
     ns / events.max(1) as f64
 }
@@ -119,6 +185,15 @@ fn main() {
     println!("| free map copy + one placement, 5,000 nodes | {:.0} |", free_map_copy());
     println!("| 16 GPUs across nodes, 5,000 nodes | {:.0} |", place_across_nodes());
     println!("| engine step (fifo, submit or complete) | {:.0} |", engine_step());
+    println!("| preempt + restart, per cycle (256 jobs, 32 x 8 GPUs) | {:.0} |", preempt_restart());
     println!("| usage advance, 100 tenants, 3 active | {:.1} |", usage_advance());
-    println!("| simulate, fifo, 200,000 jobs, per event | {:.0} |", whole_run());
+    println!("| simulate, fifo, 200,000 jobs, per event | {:.0} |", whole_run(false));
+    println!("| simulate_shared, fifo, 200,000 jobs, per event | {:.0} |", whole_run(true));
+    println!();
+    println!("| per-job structure | bytes |");
+    println!("|---|---:|");
+    println!("| JobSpec (the workload's, shared with the engine) | {} |", size_of::<JobSpec>());
+    println!("| JobState (engine) | {} |", size_of::<Option<JobState>>());
+    println!("| WorldJob (simulator) | {} |", size_of::<cotenant_sim::world::WorldJob>());
+    println!("| JobRecord (result) | {} |", size_of::<JobRecord>());
 }

@@ -3,11 +3,13 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use cotenant_core::limits::MAX_RUN_SPAN;
 use cotenant_core::{
     Cluster, ClusterError, ClusterSpec, Command, EndReason, Engine, EngineStats, GpuId, Input, JobId,
-    JobSpec, Phase, Policy, Span, StopReason, TenantId, TenantSpec, Time, Violation, WaitReason,
+    JobSpec, Phase, Policy, Span, SpecRef, SpecTable, StopReason, TenantId, TenantSpec, Time, Violation,
+    WaitReason,
 };
 
 use crate::elastic::ElasticModel;
@@ -38,12 +40,12 @@ pub struct SimConfig {
     pub elastic: ElasticModel,
     /// Evaluation-score curves of the jobs that report evaluations as they run
     /// (RLHF jobs, `evalstop`); `None`: no job does.
-    pub evals: Option<std::sync::Arc<EvalCurves>>,
+    pub evals: Option<Arc<EvalCurves>>,
     /// MIG geometries by GPU type: the engine then accepts MIG actions (`None`: no MIG).
     pub mig: Option<cotenant_core::mig::MigModel>,
     /// Node failures and spot reclaims (`crate::faults`); `None`: none. Availability
     /// windows come from `ClusterSpec::departures`.
-    pub faults: Option<std::sync::Arc<crate::faults::FaultConfig>>,
+    pub faults: Option<Arc<crate::faults::FaultConfig>>,
 }
 
 impl Default for SimConfig {
@@ -227,8 +229,24 @@ enum Event {
 }
 
 /// Runs `jobs` on `cluster` under `policy` and returns per-job records and usage.
+/// The engine refers to a copy of `jobs` made once for the run; [`simulate_shared`]
+/// takes jobs already shared and copies nothing.
 pub fn simulate(
     jobs: &[JobSpec],
+    tenants: &[TenantSpec],
+    cluster: ClusterSpec,
+    policy: Box<dyn Policy>,
+    rates: &dyn RateModel,
+    config: &SimConfig,
+    progress: &mut dyn FnMut(SimProgress),
+) -> Result<SimResult, SimError> {
+    simulate_shared(&Arc::new(jobs.to_vec()), tenants, cluster, policy, rates, config, progress)
+}
+
+/// [`simulate`] on jobs the caller shares with the run: the engine's job states
+/// refer to these specs ([`SpecRef`]) instead of holding a copy of each.
+pub fn simulate_shared(
+    jobs: &Arc<Vec<JobSpec>>,
     tenants: &[TenantSpec],
     cluster: ClusterSpec,
     policy: Box<dyn Policy>,
@@ -292,6 +310,8 @@ const COMPACT_AT_STALE: usize = if cfg!(test) { 2 } else { 64 };
 
 struct Run<'a> {
     jobs: &'a [JobSpec],
+    /// The same jobs, for the engine: each submission is a handle into them.
+    specs: Arc<SpecTable>,
     engine: Engine,
     rates: &'a dyn RateModel,
     config: &'a SimConfig,
@@ -333,13 +353,14 @@ struct Run<'a> {
 
 impl<'a> Run<'a> {
     fn new(
-        jobs: &'a [JobSpec],
+        shared: &'a Arc<Vec<JobSpec>>,
         tenants: &[TenantSpec],
         cluster: Cluster,
         policy: Box<dyn Policy>,
         rates: &'a dyn RateModel,
         config: &'a SimConfig,
     ) -> Run<'a> {
+        let jobs: &'a [JobSpec] = shared;
         let mut usage = UsageTracker::new(tenants.len(), cluster.up_gpus(), config.share_window);
         let origin = jobs.first().map_or(Time::ZERO, |j| j.arrival);
         usage.start_at(origin);
@@ -374,6 +395,7 @@ impl<'a> Run<'a> {
         }
         Run {
             jobs,
+            specs: SpecTable::new(Arc::clone(shared)),
             engine,
             rates,
             config,
@@ -562,7 +584,8 @@ impl<'a> Run<'a> {
         while let Some(job) = self.jobs.get(self.next_arrival).filter(|j| j.arrival == now) {
             self.events += 1;
             self.usage.tenant_waiting[job.tenant.index()] += 1;
-            inputs.push(Input::JobSubmitted(job.clone()));
+            let spec = SpecRef::shared(&self.specs, self.next_arrival).expect("an arrival of the workload");
+            inputs.push(Input::JobSubmitted(spec));
             self.next_arrival += 1;
         }
         if wakeup {
@@ -892,8 +915,8 @@ impl<'a> Run<'a> {
             record.outcome = Outcome::Unfinished(reason);
         }
         for (record, world) in self.records.iter_mut().zip(&self.world) {
-            record.held_gpu_us = world.held_gpu_us;
-            record.lost_gpu_us = world.lost_gpu_us;
+            record.held_gpu_us = world.held_gpu_us();
+            record.lost_gpu_us = world.lost_gpu_us();
             record.held_part_us = world.held_part_us();
         }
         // Jobs left unfinished held GPUs or waited until the end: capacity counts to there.
@@ -1007,7 +1030,8 @@ mod tests {
         config: &SimConfig,
     ) -> SimResult {
         let cluster = Cluster::new(cluster).unwrap();
-        let mut run = Run::new(jobs, tenants, cluster, policy, rates, config);
+        let jobs = Arc::new(jobs.to_vec());
+        let mut run = Run::new(&jobs, tenants, cluster, policy, rates, config);
         run.stale.visit_all = true;
         run.event_loop(&mut |_| {});
         run.finish().unwrap()

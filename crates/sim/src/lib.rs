@@ -24,7 +24,8 @@ pub mod varuna_rates;
 pub mod world;
 
 pub use driver::{
-    simulate, EarlyStop, JobRecord, Outcome, RunLog, SimConfig, SimError, SimProgress, SimResult, WatchPoint,
+    simulate, simulate_shared, EarlyStop, JobRecord, Outcome, RunLog, SimConfig, SimError, SimProgress,
+    SimResult, WatchPoint,
 };
 pub use elastic::{ElasticModel, ScalingMode};
 pub use metrics::{summarize, Distribution, Health, Summary, TenantSummary};

@@ -73,46 +73,62 @@ const INLINE_SEGMENTS: usize = 2;
 
 /// The current run's segments, in time order: a vector that keeps its first
 /// [`INLINE_SEGMENTS`] in place, so that starting a job allocates nothing. Once a run
-/// has more they all move to `spilled`, until the next `clear`.
+/// has more they all move to `spilled`, until the next `clear`. The spilled vector is
+/// boxed (kept, emptied, from run to run): most jobs never spill, and the box costs
+/// them one word where a vector cost three.
 #[derive(Clone, Debug, Default)]
 struct Segments {
     /// Used while `spilled` is empty: the first `len` are the segments.
     inline: [Segment; INLINE_SEGMENTS],
     len: usize,
     /// All the segments, when there are (or were, since the last `clear`) more than fit in place.
-    spilled: Vec<Segment>,
+    /// Boxed on purpose: one word for the many jobs that never spill, where a `Vec` is three.
+    #[allow(clippy::box_collection)]
+    spilled: Option<Box<Vec<Segment>>>,
 }
 
 impl Segments {
+    /// The spilled segments, if the run has spilled (a non-empty vector).
+    fn spilled(&self) -> Option<&Vec<Segment>> {
+        self.spilled.as_deref().filter(|s| !s.is_empty())
+    }
+
+    fn spilled_mut(&mut self) -> Option<&mut Vec<Segment>> {
+        self.spilled.as_deref_mut().filter(|s| !s.is_empty())
+    }
+
     fn clear(&mut self) {
         self.len = 0;
-        self.spilled.clear();
+        if let Some(spilled) = &mut self.spilled {
+            spilled.clear();
+        }
     }
 
     fn push(&mut self, segment: Segment) {
-        if !self.spilled.is_empty() {
-            self.spilled.push(segment);
+        if let Some(spilled) = self.spilled_mut() {
+            spilled.push(segment);
         } else if self.len < INLINE_SEGMENTS {
             self.inline[self.len] = segment;
             self.len += 1;
         } else {
-            self.spilled.extend_from_slice(&self.inline[..self.len]);
-            self.spilled.push(segment);
+            let spilled = self.spilled.get_or_insert_with(Box::default);
+            spilled.extend_from_slice(&self.inline[..self.len]);
+            spilled.push(segment);
             self.len = 0;
         }
     }
 
     fn pop(&mut self) -> Option<Segment> {
-        if !self.spilled.is_empty() {
-            return self.spilled.pop();
+        if let Some(spilled) = self.spilled_mut() {
+            return spilled.pop();
         }
         self.len = self.len.checked_sub(1)?;
         Some(self.inline[self.len])
     }
 
     fn retain(&mut self, keep: impl Fn(&Segment) -> bool) {
-        if !self.spilled.is_empty() {
-            self.spilled.retain(keep);
+        if let Some(spilled) = self.spilled_mut() {
+            spilled.retain(keep);
             return;
         }
         let mut kept = 0;
@@ -129,10 +145,9 @@ impl Segments {
 impl std::ops::Deref for Segments {
     type Target = [Segment];
     fn deref(&self) -> &[Segment] {
-        if self.spilled.is_empty() {
-            &self.inline[..self.len]
-        } else {
-            &self.spilled
+        match self.spilled() {
+            Some(spilled) => spilled,
+            None => &self.inline[..self.len],
         }
     }
 }
@@ -141,8 +156,8 @@ impl std::ops::Deref for Segments {
 ///
 /// GPU-time is kept in GPU-part-microseconds ([`GPU_PARTS`] per GPU) so that a
 /// space-shared GPU (half to each of two jobs), a MIG instance (its compute
-/// slices out of 7) and an MPS share stay exact in integers; `held_gpu_us` and
-/// `lost_gpu_us` report whole GPU-microseconds.
+/// slices out of 7) and an MPS share stay exact in integers; `held_gpu_us()` and
+/// `lost_gpu_us()` report whole GPU-microseconds.
 #[derive(Clone, Debug, Default)]
 pub struct WorldJob {
     /// Work kept (checkpointed or completed) before the current run.
@@ -159,8 +174,6 @@ pub struct WorldJob {
     pub starts: u32,
     /// Holds GPUs now.
     pub running: bool,
-    pub lost_gpu_us: u64,
-    pub held_gpu_us: u64,
     held_part_us: u128,
     lost_part_us: u128,
     segments: Segments,
@@ -319,9 +332,6 @@ impl WorldJob {
         let useful = self.part_us_between(self.productive_from, kept_until.min(now));
         self.held_part_us += held;
         self.lost_part_us += held - useful;
-        let whole = |part_us: u128| u64::try_from(part_us / u128::from(GPU_PARTS)).unwrap_or(u64::MAX);
-        self.held_gpu_us = whole(self.held_part_us);
-        self.lost_gpu_us = whole(self.lost_part_us);
         self.generation += 1;
         self.rate = 0.0;
         self.running = false;
@@ -334,8 +344,19 @@ impl WorldJob {
         self.work_done(now.max(self.productive_from))
     }
 
+    /// GPU-time held by the runs closed so far, in whole GPU-microseconds (rounded down).
+    pub fn held_gpu_us(&self) -> u64 {
+        whole_gpu_us(self.held_part_us)
+    }
+
+    /// GPU-time of the runs closed so far whose work was lost (not checkpointed,
+    /// or restoring), in whole GPU-microseconds (rounded down).
+    pub fn lost_gpu_us(&self) -> u64 {
+        whole_gpu_us(self.lost_part_us)
+    }
+
     /// GPU-time held by the runs closed so far, in [`GPU_PARTS`]-microseconds
-    /// (`held_gpu_us` before rounding down).
+    /// (`held_gpu_us()` before rounding down).
     pub fn held_part_us(&self) -> u128 {
         self.held_part_us
     }
@@ -347,6 +368,11 @@ impl WorldJob {
             _ => 0,
         }
     }
+}
+
+/// Whole GPU-microseconds in `part_us` GPU-part-microseconds, rounded down (saturating).
+fn whole_gpu_us(part_us: u128) -> u64 {
+    u64::try_from(part_us / u128::from(GPU_PARTS)).unwrap_or(u64::MAX)
 }
 
 /// Productive time whose work survives a stop: all of it with continuous
@@ -372,15 +398,15 @@ mod tests {
         assert_eq!(job.start(Time::ZERO, 1, 1.0, GPU_PARTS, 500.0, &OVERHEADS), Some(Time::from_secs(500)));
         // Preempted at 250 s: checkpoints at 100 and 200 s, so 200 s of work kept, 50 s lost.
         assert_eq!(job.stop(Time::from_secs(250), 500.0, &OVERHEADS), 200.0);
-        assert_eq!(job.lost_gpu_us, 50_000_000);
+        assert_eq!(job.lost_gpu_us(), 50_000_000);
         // Resumed at 300 s: 10 s restore, then 300 s of work left: ends at 610 s.
         assert_eq!(
             job.start(Time::from_secs(300), 1, 1.0, GPU_PARTS, 500.0, &OVERHEADS),
             Some(Time::from_secs(610))
         );
         job.finish(Time::from_secs(610), 500.0);
-        assert_eq!(job.lost_gpu_us, 60_000_000);
-        assert_eq!(job.held_gpu_us, 560_000_000);
+        assert_eq!(job.lost_gpu_us(), 60_000_000);
+        assert_eq!(job.held_gpu_us(), 560_000_000);
     }
 
     #[test]
@@ -388,7 +414,7 @@ mod tests {
         let mut job = WorldJob { saved: 40.0, starts: 1, ..WorldJob::default() };
         job.start(Time::ZERO, 2, 1.0, 2 * GPU_PARTS, 100.0, &OVERHEADS);
         assert_eq!(job.stop(Time::from_secs(5), 100.0, &OVERHEADS), 40.0);
-        assert_eq!(job.lost_gpu_us, 10_000_000);
+        assert_eq!(job.lost_gpu_us(), 10_000_000);
     }
 
     #[test]
@@ -413,8 +439,8 @@ mod tests {
         );
         job.finish(Time::from_secs(130), 100.0);
         // Held: 40 s x 2 GPUs + 60 s x 1 GPU (half of 2) + 30 s x 2 GPUs = 200 GPU-s.
-        assert_eq!(job.held_gpu_us, 200_000_000);
-        assert_eq!(job.lost_gpu_us, 0);
+        assert_eq!(job.held_gpu_us(), 200_000_000);
+        assert_eq!(job.lost_gpu_us(), 0);
     }
 
     #[test]
@@ -423,7 +449,7 @@ mod tests {
         let mut job = WorldJob::default();
         job.start(Time::ZERO, 4, 2.0, 4 * GPU_PARTS, 100.0, &overheads);
         assert_eq!(job.stop(Time::from_secs(7), 100.0, &overheads), 14.0);
-        assert_eq!(job.lost_gpu_us, 0);
+        assert_eq!(job.lost_gpu_us(), 0);
     }
 
     #[test]
@@ -441,12 +467,12 @@ mod tests {
         let mps_alone = gpu_parts(0, 1, Some(MigPlace::Mps { sharers: 1 }));
         assert_eq!(job.rerate(Time::from_secs(70), 1.0, mps_alone, 100.0), Some(Time::from_secs(135)));
         job.stop(Time::from_secs(84), 100.0, &overheads);
-        assert_eq!(job.held_gpu_us, 44_000_000);
+        assert_eq!(job.held_gpu_us(), 44_000_000);
         // A third of an MPS GPU for 3 µs: 3 x 140 part-µs = 1 GPU-µs, exactly.
         let mut short = WorldJob::default();
         short.start(Time::ZERO, 0, 1.0, gpu_parts(0, 3, Some(MigPlace::Mps { sharers: 3 })), 1.0, &overheads);
         short.stop(Time(3), 1.0, &overheads);
-        assert_eq!(short.held_gpu_us, 1);
+        assert_eq!(short.held_gpu_us(), 1);
     }
 
     proptest::proptest! {

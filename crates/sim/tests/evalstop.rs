@@ -27,8 +27,8 @@ fn engine_with_two_jobs(k: u32) -> Engine {
     let commands = engine.step(
         Time::ZERO,
         Input::Batch(vec![
-            Input::JobSubmitted(JobSpec::new(0, 0, Time::ZERO, 1, 100.0)),
-            Input::JobSubmitted(JobSpec::new(1, 0, Time::ZERO, 1, 10.0)),
+            Input::JobSubmitted(JobSpec::new(0, 0, Time::ZERO, 1, 100.0).into()),
+            Input::JobSubmitted(JobSpec::new(1, 0, Time::ZERO, 1, 10.0).into()),
         ]),
     );
     assert_eq!(commands, vec![Command::Start { job: JobId(0), gpus: vec![GpuId(0)] }]);
@@ -325,7 +325,7 @@ proptest! {
 fn evaluations_cost_no_pass_under_a_policy_that_ignores_them() {
     let cluster = Cluster::new(ClusterSpec::homogeneous("v100", 1, 1)).unwrap();
     let mut engine = Engine::new(cluster, vec![TenantSpec::new("t")], policy("fifo", 2), 0);
-    engine.step(Time::ZERO, Input::JobSubmitted(JobSpec::new(0, 0, Time::ZERO, 1, 100.0)));
+    engine.step(Time::ZERO, Input::JobSubmitted(JobSpec::new(0, 0, Time::ZERO, 1, 100.0).into()));
     for (i, score) in [(1, 3.0), (2, 2.0), (3, 1.0), (4, 0.5)] {
         assert_eq!(evaluate(&mut engine, i, score), vec![]);
     }

@@ -161,7 +161,10 @@ fn the_engine_refuses_shares_that_over_commit_memory() {
         job(1, 0, SMALL, 10.0, (30.0, 20.0)),
         job(2, 0, SMALL, 10.0, (1.0, 0.0)),
     ];
-    engine.step(Time::ZERO, Input::Batch(jobs.iter().cloned().map(Input::JobSubmitted).collect()));
+    engine.step(
+        Time::ZERO,
+        Input::Batch(jobs.iter().cloned().map(|spec| Input::JobSubmitted(spec.into())).collect()),
+    );
     assert_eq!(
         engine.violations(),
         &[

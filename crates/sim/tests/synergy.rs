@@ -63,8 +63,8 @@ fn tune_shrinks_a_running_job_back_to_proportional_to_admit_another() {
     let cmds = e.step(
         Time::ZERO,
         Input::Batch(vec![
-            Input::JobSubmitted(job(0, 0, 1, IMAGE)),
-            Input::JobSubmitted(job(1, 0, 1, IMAGE)),
+            Input::JobSubmitted(job(0, 0, 1, IMAGE).into()),
+            Input::JobSubmitted(job(1, 0, 1, IMAGE).into()),
         ]),
     );
     assert!(cmds.contains(&Command::Allocate { job: JobId(0), alloc: alloc(12, 125) }));
@@ -74,7 +74,7 @@ fn tune_shrinks_a_running_job_back_to_proportional_to_admit_another() {
     // above proportional: both exceed it by 9 + 63 = 72, the tie goes to job 0, which
     // drops to (3, 62): 9 CPUs and 313 GiB free, and job 2 starts with (3, 62),
     // leaving 6 CPUs and 251 GiB. Job 0's rate changes: a Rerate follows.
-    let cmds = e.step(Time::from_secs(10), Input::JobSubmitted(job(2, 10, 1, IMAGE)));
+    let cmds = e.step(Time::from_secs(10), Input::JobSubmitted(job(2, 10, 1, IMAGE).into()));
     assert_eq!(
         cmds,
         vec![
@@ -102,8 +102,8 @@ fn greedy_skips_a_job_whose_best_case_does_not_fit_and_starts_a_later_one() {
     e.step(
         Time::ZERO,
         Input::Batch(vec![
-            Input::JobSubmitted(job(0, 0, 1, IMAGE)),
-            Input::JobSubmitted(job(1, 0, 1, SPEECH)),
+            Input::JobSubmitted(job(0, 0, 1, IMAGE).into()),
+            Input::JobSubmitted(job(1, 0, 1, SPEECH).into()),
         ]),
     );
     assert_eq!((host(&e, 0), host(&e, 1)), (alloc(12, 125), alloc(9, 125)));
@@ -112,8 +112,8 @@ fn greedy_skips_a_job_whose_best_case_does_not_fit_and_starts_a_later_one() {
     let cmds = e.step(
         Time::from_secs(10),
         Input::Batch(vec![
-            Input::JobSubmitted(job(2, 10, 1, IMAGE)),
-            Input::JobSubmitted(job(3, 10, 1, LANGUAGE)),
+            Input::JobSubmitted(job(2, 10, 1, IMAGE).into()),
+            Input::JobSubmitted(job(3, 10, 1, LANGUAGE).into()),
         ]),
     );
     assert_eq!(
@@ -144,7 +144,10 @@ fn opt_bounds_tune_on_a_small_case() {
     let mut e = engine("synergy-tune", 1);
     let classes = [IMAGE, IMAGE, IMAGE, SPEECH, LANGUAGE, LANGUAGE, LANGUAGE, LANGUAGE];
     let jobs: Vec<JobSpec> = classes.iter().enumerate().map(|(i, &c)| job(i as u32, 0, 1, c)).collect();
-    e.step(Time::ZERO, Input::Batch(jobs.iter().cloned().map(Input::JobSubmitted).collect()));
+    e.step(
+        Time::ZERO,
+        Input::Batch(jobs.iter().cloned().map(|spec| Input::JobSubmitted(spec.into())).collect()),
+    );
     let got: Vec<HostAlloc> = (0..8).map(|j| host(&e, j)).collect();
     let p = alloc(3, 62);
     let l = alloc(2, 62);
@@ -224,7 +227,8 @@ fn policies_that_ignore_host_resources_are_not_held_to_them() {
     a.cpus = 20;
     let mut b = job(1, 0, 1, IMAGE);
     b.cpus = 20;
-    let cmds = e.step(Time::ZERO, Input::Batch(vec![Input::JobSubmitted(a), Input::JobSubmitted(b)]));
+    let cmds =
+        e.step(Time::ZERO, Input::Batch(vec![Input::JobSubmitted(a.into()), Input::JobSubmitted(b.into())]));
     assert_eq!(cmds.len(), 2);
     assert!(cmds.iter().all(|c| matches!(c, Command::Start { .. })));
     assert!(!e.cluster().host().enabled());

@@ -12,7 +12,7 @@ use crate::time::Time;
 impl Engine {
     /// Why `gpus` cannot become `id`'s new allocation, if it cannot.
     pub(super) fn check_resize(&self, id: JobId, gpus: &[GpuId]) -> Option<Violation> {
-        if !self.running.contains(&id) {
+        if !self.is_running(id) {
             return Some(Violation::ResizeNotRunning(id));
         }
         let job = self.job(id)?;

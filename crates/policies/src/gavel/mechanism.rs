@@ -1774,7 +1774,7 @@ mod tests {
     #[test]
     fn a_round_lasts_until_a_restoring_job_has_run_its_steps() {
         let mut e = engine(Objective::MaxMinFairness { perf: true });
-        let batch = Input::Batch((0..3).map(|i| Input::JobSubmitted(job(i, 0, 100_000.0))).collect());
+        let batch = Input::Batch((0..3).map(|i| Input::JobSubmitted(job(i, 0, 100_000.0).into())).collect());
         let first = e.step(Time::ZERO, batch);
         let on_v100 = starts(&first).iter().find(|(_, gpu)| *gpu == 0).map(|(job, _)| JobId(*job)).unwrap();
         e.step(Time::ZERO, Input::Progress { job: on_v100, work_done: -300.0, rate: 10.0 });
@@ -1791,9 +1791,9 @@ mod tests {
     fn rounds_place_jobs_by_allocation_and_extend_leases() {
         let mut e = engine(Objective::MaxMinFairness { perf: true });
         let batch = Input::Batch(vec![
-            Input::JobSubmitted(job(0, 0, 100_000.0)),
-            Input::JobSubmitted(job(1, 1, 100_000.0)),
-            Input::JobSubmitted(job(2, 1, 100_000.0)),
+            Input::JobSubmitted(job(0, 0, 100_000.0).into()),
+            Input::JobSubmitted(job(1, 1, 100_000.0).into()),
+            Input::JobSubmitted(job(2, 1, 100_000.0).into()),
         ]);
         let first = e.step(Time::ZERO, batch);
         // The fast job gains most on the V100 (GPU 0); one "even" job takes the K80.
@@ -1898,7 +1898,7 @@ mod tests {
                 let Some(now) = [arrival, wake].into_iter().flatten().min() else { break };
                 let mut inputs = Vec::new();
                 while specs.get(next).is_some_and(|j| j.arrival == now) {
-                    inputs.push(Input::JobSubmitted(specs[next].clone()));
+                    inputs.push(Input::JobSubmitted(specs[next].clone().into()));
                     next += 1;
                 }
                 if wake == Some(now) {
@@ -1929,7 +1929,7 @@ mod tests {
     fn steady_fifo_rounds_repeat_the_full_pass() {
         STEADY_ROUNDS.with(|n| n.set(0));
         let mut e = engine(Objective::Fifo { perf: false });
-        let batch = Input::Batch((0..3).map(|i| Input::JobSubmitted(job(i, 1, 100_000.0))).collect());
+        let batch = Input::Batch((0..3).map(|i| Input::JobSubmitted(job(i, 1, 100_000.0).into())).collect());
         let first = e.step(Time::ZERO, batch);
         assert_eq!(starts(&first).len(), 2);
         for k in 1..=9u64 {
@@ -1992,9 +1992,9 @@ mod tests {
     #[test]
     fn mid_round_arrivals_wait_for_the_round_end() {
         let mut e = engine(Objective::Fifo { perf: true });
-        let first = e.step(Time::ZERO, Input::JobSubmitted(job(0, 0, 100_000.0)));
+        let first = e.step(Time::ZERO, Input::JobSubmitted(job(0, 0, 100_000.0).into()));
         assert_eq!(starts(&first), vec![(0, 0)]);
-        let mid = e.step(Time::from_secs(100), Input::JobSubmitted(job(1, 0, 100_000.0)));
+        let mid = e.step(Time::from_secs(100), Input::JobSubmitted(job(1, 0, 100_000.0).into()));
         assert!(starts(&mid).is_empty());
         let end = e.next_wakeup().unwrap();
         let next = e.step(end, Input::Wakeup);
@@ -2004,7 +2004,7 @@ mod tests {
     #[test]
     fn an_idle_cluster_starts_a_round_on_arrival() {
         let mut e = engine(Objective::MaxMinFairness { perf: false });
-        let first = e.step(Time::from_secs(50), Input::JobSubmitted(job(0, 1, 10.0)));
+        let first = e.step(Time::from_secs(50), Input::JobSubmitted(job(0, 1, 10.0).into()));
         assert_eq!(starts(&first).len(), 1);
         let end = e.next_wakeup().unwrap();
         assert!(end < Time::from_secs(57), "a short job ends its round early: {end}");
