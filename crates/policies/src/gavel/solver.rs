@@ -804,7 +804,7 @@ impl State {
 ///
 /// The bound (u = 2^-53, K = `a.len()`, T the exact sum of the logs of the
 /// exact ratios): where every prefix product of the ratios stays within
-/// [1e-78, 1e78] (checked by the products of `max(r, 1)` and `min(r, 1)`),
+/// [1e-78, 1e78] (checked by the products of `max(r, 1)` and of all ratios),
 /// `log_ratio_sum` takes a single product `P_S` of at most 2K rounded
 /// factors and returns `fl(ln P_S)`, so `|S - T| <= 2.0000001 K u + 2u |ln P_S|`;
 /// the estimate is `fl(ln P_E)` of at most 2K + 3 rounded factors, the same
@@ -834,9 +834,11 @@ fn change_at_most(head: f64, a: &[f64], b: &[f64], threshold: f64) -> bool {
 /// something is not finite).
 fn log_ratio_estimate(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
     const RANGE: f64 = 1e78;
+    // Every prefix product lies between the product of the ratios below 1
+    // and the product `up` of those above 1; the former is `product / up`
+    // (to a relative 4K u, far inside the margin to 1e100).
     let mut product = [1.0f64; 4];
     let mut up = [1.0f64; 4];
-    let mut down = [1.0f64; 4];
     let (ac, bc) = (a.chunks_exact(4), b.chunks_exact(4));
     let (ar, br) = (ac.remainder(), bc.remainder());
     for (a, b) in ac.zip(bc) {
@@ -844,22 +846,20 @@ fn log_ratio_estimate(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
             let r = a[k] / b[k];
             product[k] *= r;
             up[k] *= if r > 1.0 { r } else { 1.0 };
-            down[k] *= if r < 1.0 { r } else { 1.0 };
         }
     }
     for (k, (a, b)) in ar.iter().zip(br).enumerate() {
         let r = a / b;
         product[k] *= r;
         up[k] *= if r > 1.0 { r } else { 1.0 };
-        down[k] *= if r < 1.0 { r } else { 1.0 };
     }
     let up = up[0] * up[1] * up[2] * up[3];
-    let down = down[0] * down[1] * down[2] * down[3];
+    let product = product[0] * product[1] * product[2] * product[3];
     // `!(x <= y)` is also true for NaN.
-    if !(up <= RANGE && down >= 1.0 / RANGE) {
+    if !(up <= RANGE && product / up >= 1.0 / RANGE) {
         return None;
     }
-    let estimate = (product[0] * product[1] * product[2] * product[3]).ln();
+    let estimate = product.ln();
     if !estimate.is_finite() {
         return None;
     }
