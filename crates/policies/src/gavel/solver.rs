@@ -400,6 +400,9 @@ struct Work {
     tmp: Vec<f64>,
     /// The iterate before the last step.
     previous: Vec<f64>,
+    /// `1 / s` at the current point of the barrier finish, for the line
+    /// search's estimate (None-like when empty: some slack is too large).
+    recip: Vec<f64>,
     kkt: Kkt,
 }
 
@@ -425,6 +428,7 @@ impl Work {
             res: cells.clone(),
             corr: cells,
             tmp: vec![0.0; k],
+            recip: vec![0.0; k],
             kkt: Kkt::new(m, n),
         }
     }
@@ -707,20 +711,22 @@ impl State {
 
     /// Whether `(x, t)` is inside the domain and its barrier change is at most
     /// `threshold` (the Armijo test): exactly `barrier_change(..) <= threshold`,
-    /// decided by [`change_at_most`] (the slacks go into `trial`).
+    /// decided by [`change_at_most`] (the slacks go into `trial`; `recip`,
+    /// if given, holds `1.0 / s`).
     #[allow(clippy::too_many_arguments)]
     fn armijo_passes(
         p: &Problem<'_>,
         tau: f64,
         objective: f64,
         s: &[f64],
+        recip: Option<&[f64]>,
         x: &[f64],
         t: f64,
         trial: &mut [f64],
         threshold: f64,
     ) -> bool {
         slacks_into(p, x, t, trial)
-            && change_at_most(State::barrier_head(p, tau, objective, x, t), trial, s, threshold)
+            && change_at_most(State::barrier_head(p, tau, objective, x, t), trial, s, recip, threshold)
     }
 
     /// Newton's method on the barrier for a fixed `tau`. Returns the steps
@@ -742,6 +748,11 @@ impl State {
                 work.v[k] = 1.0 / work.s[k];
                 work.w[k] = work.v[k] * work.v[k];
             }
+            // The line search's estimate multiplies by these instead of
+            // dividing (see `log_ratio_estimate`); a slack above 1e300 would
+            // make its reciprocal subnormal, and the exact sum decides then.
+            work.recip.copy_from_slice(&work.v);
+            let recip_normal = work.s.iter().all(|s| *s <= 1e300);
             let gt = transpose_apply(p, &work.v, &mut work.rhs) + if maxmin { -tau } else { 0.0 };
             for (g, f) in work.rhs.iter_mut().zip(&work.fx) {
                 *g += tau * f;
@@ -764,13 +775,24 @@ impl State {
             slack_change(p, &work.dx, dt, &mut work.ds);
             let mut alpha = (STEP_TO_BOUNDARY * step_to_boundary(&work.s, &work.ds)).min(1.0);
             let objective = self.objective(p);
+            let recip = recip_normal.then_some(&work.recip[..]);
             loop {
                 for ((trial, x), dx) in work.trial.iter_mut().zip(&self.x).zip(&work.dx) {
                     *trial = x + alpha * dx;
                 }
                 let t = self.t + alpha * dt;
                 let threshold = -0.25 * alpha * decrement;
-                if State::armijo_passes(p, tau, objective, &work.s, &work.trial, t, &mut work.v, threshold) {
+                if State::armijo_passes(
+                    p,
+                    tau,
+                    objective,
+                    &work.s,
+                    recip,
+                    &work.trial,
+                    t,
+                    &mut work.v,
+                    threshold,
+                ) {
                     std::mem::swap(&mut self.x, &mut work.trial);
                     self.t = t;
                     break;
@@ -797,25 +819,28 @@ impl State {
 /// and most trials miss it by far more than rounding (a profile of Gavel's
 /// 3,000-job reference run under max-min-fairness-perf: 91% of failed trials
 /// by more than 1e-9, while rounding moves the sum by ~1e-14). So the sum is
-/// first estimated from four independent products (vectorizable, one `ln`),
-/// with a bound on its distance to `log_ratio_sum`'s result; when the test's
-/// answer is the same everywhere within that bound, it is the answer, and
-/// otherwise the exact sum decides.
+/// first estimated from four independent products of `a_k * recip_k`
+/// (`recip_k = 1.0 / b_k`, normal: vectorizable multiplications instead of
+/// divisions, one `ln`), with a bound on its distance to `log_ratio_sum`'s
+/// result; when the test's answer is the same everywhere within that bound,
+/// it is the answer, and otherwise (or without `recip`) the exact sum decides.
 ///
 /// The bound (u = 2^-53, K = `a.len()`, T the exact sum of the logs of the
 /// exact ratios): where every prefix product of the ratios stays within
 /// [1e-78, 1e78] (checked by the products of `max(r, 1)` and of all ratios),
 /// `log_ratio_sum` takes a single product `P_S` of at most 2K rounded
 /// factors and returns `fl(ln P_S)`, so `|S - T| <= 2.0000001 K u + 2u |ln P_S|`;
-/// the estimate is `fl(ln P_E)` of at most 2K + 3 rounded factors, the same
-/// with K + 1.5; together `|S - E| <= 1.001 (4K + 4 + 4|E|) u`. `B = (8K + 16 +
-/// 8|E|) u + 1e-300` is twice that. The subtraction from `head` adds
+/// the estimate is `fl(ln P_E)` of at most 3K + 3 rounded factors (the
+/// reciprocal, the product `a_k recip_k`, the lane's product; then the three
+/// that join the lanes), `|E - T| <= 1.0000001 (3K + 3) u + 2u |ln P_E|`;
+/// together `|S - E| <= 1.001 (5K + 3 + 4|E|) u`. `B = (10K + 16 + 8|E|) u +
+/// 1e-300` is twice that. The subtraction from `head` adds
 /// `u (|head - S| + |head - E|)`, covered by `r = 1.01 B + 8u|d|`. A failed
 /// comparison is never trusted: `fl(d - r) > threshold` implies the exact
 /// `d - r > threshold` (rounding is monotone and `threshold` is a double), and
 /// `fl(d + r) < threshold` the exact `d + r < threshold`.
-fn change_at_most(head: f64, a: &[f64], b: &[f64], threshold: f64) -> bool {
-    if let Some((estimate, bound)) = log_ratio_estimate(a, b) {
+fn change_at_most(head: f64, a: &[f64], b: &[f64], recip: Option<&[f64]>, threshold: f64) -> bool {
+    if let Some((estimate, bound)) = recip.and_then(|recip| log_ratio_estimate(a, recip)) {
         let d = head - estimate;
         let r = 1.01 * bound + 8.0 * f64::EPSILON / 2.0 * d.abs();
         if d - r > threshold {
@@ -832,24 +857,24 @@ fn change_at_most(head: f64, a: &[f64], b: &[f64], threshold: f64) -> bool {
 /// and a bound on its distance to it (see [`change_at_most`]); None where the
 /// bound does not hold (a prefix product could leave [1e-78, 1e78], or
 /// something is not finite).
-fn log_ratio_estimate(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
+fn log_ratio_estimate(a: &[f64], recip: &[f64]) -> Option<(f64, f64)> {
     const RANGE: f64 = 1e78;
     // Every prefix product lies between the product of the ratios below 1
     // and the product `up` of those above 1; the former is `product / up`
     // (to a relative 4K u, far inside the margin to 1e100).
     let mut product = [1.0f64; 4];
     let mut up = [1.0f64; 4];
-    let (ac, bc) = (a.chunks_exact(4), b.chunks_exact(4));
-    let (ar, br) = (ac.remainder(), bc.remainder());
-    for (a, b) in ac.zip(bc) {
+    let (ac, qc) = (a.chunks_exact(4), recip.chunks_exact(4));
+    let (ar, qr) = (ac.remainder(), qc.remainder());
+    for (a, q) in ac.zip(qc) {
         for k in 0..4 {
-            let r = a[k] / b[k];
+            let r = a[k] * q[k];
             product[k] *= r;
             up[k] *= if r > 1.0 { r } else { 1.0 };
         }
     }
-    for (k, (a, b)) in ar.iter().zip(br).enumerate() {
-        let r = a / b;
+    for (k, (a, q)) in ar.iter().zip(qr).enumerate() {
+        let r = a * q;
         product[k] *= r;
         up[k] *= if r > 1.0 { r } else { 1.0 };
     }
@@ -864,7 +889,7 @@ fn log_ratio_estimate(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
         return None;
     }
     let u = f64::EPSILON / 2.0;
-    let bound = (8.0 * a.len() as f64 + 16.0 + 8.0 * estimate.abs()) * u + 1e-300;
+    let bound = (10.0 * a.len() as f64 + 16.0 + 8.0 * estimate.abs()) * u + 1e-300;
     Some((estimate, bound))
 }
 
@@ -1316,7 +1341,9 @@ mod tests {
             } else {
                 exact + offset as f64 * exact.abs().max(1e-300) * f64::EPSILON
             };
-            prop_assert_eq!(change_at_most(head, &a, &b, threshold), exact <= threshold);
+            let recip: Vec<f64> = b.iter().map(|b| 1.0 / b).collect();
+            prop_assert_eq!(change_at_most(head, &a, &b, Some(&recip), threshold), exact <= threshold);
+            prop_assert_eq!(change_at_most(head, &a, &b, None, threshold), exact <= threshold);
         }
 
         /// The line search's whole test (`State::armijo_passes`: the trial's
@@ -1346,6 +1373,7 @@ mod tests {
             let tau = 10f64.powi((lcg(&mut seed) * 12.0) as i32);
             let objective = state.objective(&p);
             let (mut a, mut b) = (vec![0.0; k], vec![0.0; k]);
+            let recip: Vec<f64> = s.iter().map(|s| 1.0 / s).collect();
             let mut alpha = 1.0;
             for _ in 0..40 {
                 let x: Vec<f64> = state.x.iter().zip(&dx).map(|(x, d)| x + alpha * d).collect();
@@ -1356,7 +1384,7 @@ mod tests {
                     None => -alpha,
                 };
                 let plain = change.is_some_and(|c| c <= threshold);
-                prop_assert_eq!(State::armijo_passes(&p, tau, objective, &s, &x, t, &mut b, threshold), plain);
+                prop_assert_eq!(State::armijo_passes(&p, tau, objective, &s, Some(&recip), &x, t, &mut b, threshold), plain);
                 alpha *= 0.5;
             }
         }
