@@ -324,6 +324,26 @@ fn contest<K: Ord + Copy>(
             (None, Some(_)) => false,
             (None, None) => break,
         };
+        if take_running && ledger.is_none() {
+            // The running jobs up to the next waiting one (all of them once the
+            // waiting side is cut) that fit one after another are chosen, as
+            // the steps below would choose them one at a time; the first that
+            // does not fit (or holds no GPU) is left to those steps.
+            let bound = next_waiting.map(|w| w.0);
+            let (mut j, mut taken) = (next_running, 0u32);
+            while let Some(&(entry, size)) = contested.get(j) {
+                if bound.is_some_and(|b| entry > b) || size.gpus == 0 || size.gpus > capacity - taken {
+                    break;
+                }
+                taken += size.gpus;
+                j += 1;
+            }
+            if j > next_running {
+                capacity -= taken;
+                next_running = j;
+                continue;
+            }
+        }
         let next = if take_running {
             next_running += 1;
             Some(contested[next_running - 1])

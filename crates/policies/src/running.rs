@@ -313,6 +313,10 @@ pub(crate) struct LasIndex {
     /// `(slope, intercept)` of each running job, by job index.
     line: Vec<(u64, i128)>,
     groups: BTreeMap<u64, BTreeMap<(i128, JobId), JobSize>>,
+    /// Where each group's contested jobs start and end in a pass's list, and
+    /// the list merged (buffers kept to reuse their allocations).
+    runs: Vec<(usize, usize)>,
+    merged: Vec<Sized<u64>>,
 }
 
 impl LasIndex {
@@ -360,23 +364,49 @@ impl LasIndex {
 
     /// The running jobs whose `(attained, id)` is at or after `head` at
     /// `view.now`, in key order, into `out`; returns their GPUs.
-    fn contested(&self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<Sized<u64>>) -> u64 {
+    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<Sized<u64>>) -> u64 {
         out.clear();
+        self.runs.clear();
         let now = i128::from(view.now.0);
         let mut gpus = 0;
         for (&slope, group) in &self.groups {
             let at_now = i128::from(slope) * now;
             // slope x now + c >= key  <=>  c >= key - slope x now (ties by id).
             let from = (i128::from(head.0) - at_now, head.1);
+            let start = out.len();
             for (&(intercept, id), &size) in group.range(from..) {
                 let key = (at_now + intercept) as u64;
                 debug_assert_eq!(key, view.job(id).attained_gpu_us(view.now), "{id}: LAS line");
                 out.push(((key, id), size));
                 gpus += u64::from(size.gpus);
             }
+            if out.len() > start {
+                self.runs.push((start, out.len()));
+            }
         }
-        // A few groups, each already in order: the stable sort merges the runs.
-        out.sort_by_key(|entry| entry.0);
+        // A few groups, each already in order: merge the runs.
+        if self.runs.len() > 1 {
+            merge_runs(out, &mut self.runs, &mut self.merged);
+            std::mem::swap(out, &mut self.merged);
+        }
         gpus
+    }
+}
+
+/// Merges the sorted runs `runs` (start, end) of `list` into `merged`, in
+/// `(key, id)` order: the smallest head of a few runs, taken one at a time.
+fn merge_runs<K: Ord + Copy>(list: &[Sized<K>], runs: &mut [(usize, usize)], merged: &mut Vec<Sized<K>>) {
+    merged.clear();
+    merged.reserve(list.len());
+    loop {
+        let mut best: Option<usize> = None;
+        for (r, &(at, end)) in runs.iter().enumerate() {
+            if at < end && best.is_none_or(|b| list[at].0 < list[runs[b].0].0) {
+                best = Some(r);
+            }
+        }
+        let Some(b) = best else { break };
+        merged.push(list[runs[b].0]);
+        runs[b].0 += 1;
     }
 }
