@@ -244,6 +244,7 @@ impl HeldVerdicts {
     }
 
     /// Adds `(id, reason)` to `decision` unless the engine holds it already.
+    #[inline]
     fn tell(held: &mut Option<&mut HeldVerdicts>, decision: &mut Decision, id: JobId, reason: WaitReason) {
         if let Some(held) = held {
             if reason != WaitReason::LowerPriority {

@@ -314,9 +314,11 @@ pub(crate) struct LasIndex {
     line: Vec<(u64, i128)>,
     groups: BTreeMap<u64, BTreeMap<(i128, JobId), JobSize>>,
     /// Where each group's contested jobs start and end in a pass's list, and
-    /// the list merged (buffers kept to reuse their allocations).
+    /// the list merged and the jobs outside the longest run (buffers kept to
+    /// reuse their allocations).
     runs: Vec<(usize, usize)>,
     merged: Vec<Sized<u64>>,
+    rest: Vec<Sized<u64>>,
 }
 
 impl LasIndex {
@@ -384,9 +386,11 @@ impl LasIndex {
                 self.runs.push((start, out.len()));
             }
         }
-        // A few groups, each already in order: merge the runs.
+        // Each group's run is in key order; most jobs are in one of them (the
+        // 1-GPU group, on the traces measured): the others are sorted together
+        // and merged with it.
         if self.runs.len() > 1 {
-            merge_runs(out, &mut self.runs, &mut self.merged);
+            merge_runs(out, &self.runs, &mut self.merged, &mut self.rest);
             std::mem::swap(out, &mut self.merged);
         }
         gpus
@@ -394,19 +398,31 @@ impl LasIndex {
 }
 
 /// Merges the sorted runs `runs` (start, end) of `list` into `merged`, in
-/// `(key, id)` order: the smallest head of a few runs, taken one at a time.
-fn merge_runs<K: Ord + Copy>(list: &[Sized<K>], runs: &mut [(usize, usize)], merged: &mut Vec<Sized<K>>) {
+/// `(key, id)` order: the jobs outside the longest run sorted (in `rest`),
+/// then merged with that run.
+fn merge_runs<K: Ord + Copy>(
+    list: &[Sized<K>],
+    runs: &[(usize, usize)],
+    merged: &mut Vec<Sized<K>>,
+    rest: &mut Vec<Sized<K>>,
+) {
+    let Some(&(start, end)) = runs.iter().max_by_key(|&&(start, end)| end - start) else { return };
+    rest.clear();
+    rest.extend_from_slice(&list[..start]);
+    rest.extend_from_slice(&list[end..]);
+    rest.sort_unstable_by_key(|entry| entry.0);
+    let (mut long, mut short) = (list[start..end].iter().peekable(), rest.iter().peekable());
     merged.clear();
     merged.reserve(list.len());
-    loop {
-        let mut best: Option<usize> = None;
-        for (r, &(at, end)) in runs.iter().enumerate() {
-            if at < end && best.is_none_or(|b| list[at].0 < list[runs[b].0].0) {
-                best = Some(r);
-            }
+    while let (Some(a), Some(b)) = (long.peek(), short.peek()) {
+        if a.0 < b.0 {
+            merged.push(**a);
+            long.next();
+        } else {
+            merged.push(**b);
+            short.next();
         }
-        let Some(b) = best else { break };
-        merged.push(list[runs[b].0]);
-        runs[b].0 += 1;
     }
+    merged.extend(long);
+    merged.extend(short);
 }
