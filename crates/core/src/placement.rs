@@ -326,15 +326,26 @@ impl<'a> FreeMap<'a> {
         if let Some(owner) = gpus.first().and_then(|&g| self.cluster.owner(g)) {
             self.reserved.give_back(self.cluster, owner);
         }
-        for &g in gpus {
-            let node = self.cluster.node_of(g);
+        // A job's GPUs come node by node: each run of GPUs on one node moves
+        // that node between free-count buckets once, not once per GPU.
+        let mut rest = gpus;
+        while let Some(&first) = rest.first() {
+            let node = self.cluster.node_of(first);
+            let run = rest.iter().take_while(|&&g| self.cluster.node_of(g) == node).count();
+            let (on_node, after) = rest.split_at(run);
+            rest = after;
             if !self.cluster.is_up(node) {
                 continue;
             }
-            let bit = 1u64 << self.cluster.slot_of(g);
+            let mut bits = 0u64;
+            for &g in on_node {
+                let bit = 1u64 << self.cluster.slot_of(g);
+                debug_assert_eq!(bits & bit, 0, "{g} given back twice");
+                bits |= bit;
+            }
             let mask = self.index.mask(node);
-            debug_assert_eq!(mask & bit, 0, "{g} given back twice");
-            self.index_mut().set(node, mask | bit);
+            debug_assert_eq!(mask & bits, 0, "a GPU of {node} given back twice");
+            self.index_mut().set(node, mask | bits);
         }
     }
 

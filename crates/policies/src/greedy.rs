@@ -4,9 +4,9 @@
 //! placement, tenant limits and verdicts.
 
 use cotenant_core::placement::{FreeMap, Placement};
-use cotenant_core::{Action, ClusterView, Decision, JobId, JobState, TenantId, WaitReason};
+use cotenant_core::{Action, ClusterView, Decision, JobChange, JobId, JobState, TenantId, WaitReason};
 
-use crate::queue::WaitQueue;
+use crate::queue::{JobSize, WaitQueue};
 use crate::running::Contested;
 
 /// Most candidates one pass examines (STYLE: a limit on everything). Jobs past
@@ -33,6 +33,11 @@ impl TenantLedger {
     }
     pub(crate) fn add(&mut self, view: &ClusterView<'_>, id: JobId, gpus: u32) {
         self.held[view.job(id).spec.tenant.index()] += gpus;
+    }
+    /// The ledger of a preemptive pass, or `None` when no tenant has a hard
+    /// limit (then no check can fail and the pass keeps no ledger).
+    fn for_limits(view: &ClusterView<'_>) -> Option<TenantLedger> {
+        view.tenants.iter().any(|tenant| tenant.gpu_limit.is_some()).then(|| TenantLedger::new(view))
     }
     #[cfg(test)]
     fn sub(&mut self, view: &ClusterView<'_>, id: JobId, gpus: u32) {
@@ -164,11 +169,9 @@ pub fn preemptive_pass<K: Ord + Copy>(
         None => (0, running),
     };
     contested.sort_unstable();
-    let size = |id: JobId| {
-        let spec = &view.job(id).spec;
-        (spec.gpus, spec.tenant)
-    };
-    contest(view, settled_gpus, contested, waiting, smallest_waiting, placement, size)
+    let sized = |entry: (K, JobId)| (entry, JobSize::of(view.job(entry.1)));
+    let contested: Vec<Sized<K>> = contested.iter().map(|&entry| sized(entry)).collect();
+    contest(view, settled_gpus, &contested, waiting.map(sized).peekable(), smallest_waiting, placement, None)
 }
 
 /// The preemptive pass of a policy that ranks every job by one key: the running
@@ -186,19 +189,91 @@ pub fn pass_by_key<K: Ord + Copy>(
     preemptive_pass(view, running, queue.iter(), queue.smallest_request(), placement)
 }
 
+/// A job as a preemptive pass examines it: its `(key, id)` and its size.
+pub(crate) type Sized<K> = ((K, JobId), JobSize);
+
+/// The waiting jobs that hold [`WaitReason::LowerPriority`] as their verdict in
+/// the engine, from this policy's earlier passes. The engine keeps a verdict
+/// until the job starts (which clears it) or gets another, so a pass that would
+/// tell a waiting job `LowerPriority` again changes nothing by saying it: with
+/// this memory it does not (the same engine state for fewer entries, which the
+/// engine would otherwise write one by one into the jobs' states).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HeldVerdicts {
+    /// Bit `i`: job `i` holds `LowerPriority`.
+    lower: Vec<u64>,
+}
+
+impl HeldVerdicts {
+    /// Applies the change log: a job that started (or was just submitted) holds no verdict.
+    pub(crate) fn sync(&mut self, view: &ClusterView<'_>) {
+        for change in view.changes {
+            if let JobChange::Started(id) | JobChange::Submitted(id) = *change {
+                self.clear(id);
+            }
+        }
+    }
+
+    fn holds(&self, id: JobId) -> bool {
+        self.lower.get(id.index() / 64).is_some_and(|word| word & (1 << (id.index() % 64)) != 0)
+    }
+
+    fn set(&mut self, id: JobId) {
+        let word = id.index() / 64;
+        if word >= self.lower.len() {
+            self.lower.resize(word + 1, 0);
+        }
+        self.lower[word] |= 1 << (id.index() % 64);
+    }
+
+    fn clear(&mut self, id: JobId) {
+        if let Some(word) = self.lower.get_mut(id.index() / 64) {
+            *word &= !(1 << (id.index() % 64));
+        }
+    }
+
+    /// Records the verdicts of a decision built without this memory.
+    pub(crate) fn record(&mut self, decision: &Decision) {
+        for &(id, reason) in &decision.waiting {
+            if reason == WaitReason::LowerPriority {
+                self.set(id);
+            } else {
+                self.clear(id);
+            }
+        }
+    }
+
+    /// Adds `(id, reason)` to `decision` unless the engine holds it already.
+    #[inline]
+    fn tell(held: &mut Option<&mut HeldVerdicts>, decision: &mut Decision, id: JobId, reason: WaitReason) {
+        if let Some(held) = held {
+            if reason != WaitReason::LowerPriority {
+                held.clear(id);
+            } else if held.holds(id) {
+                return;
+            } else {
+                held.set(id);
+            }
+        }
+        decision.waiting.push((id, reason));
+    }
+}
+
 /// The preemptive pass from a running-job index (`crate::running`): the
 /// running jobs hold `contested.running_gpus` GPUs in all (the caller has
 /// checked [`settled_is_safe`]); `contested.jobs` holds, in key order, the
-/// running jobs that rank at or after the best waiting job; the others all
-/// stay. Decides exactly as [`preemptive_pass`] over every running job, in
-/// O(contested + jobs examined), reading each examined job's GPUs and tenant
-/// from `contested.sizes`. With nothing waiting it decides nothing.
+/// running jobs that rank at or after the best waiting job, with their sizes;
+/// the others all stay. Decides as [`preemptive_pass`] over every running job,
+/// in O(contested + jobs examined), except that a `LowerPriority` verdict the
+/// engine holds already (`held`) is left out. With nothing waiting it decides
+/// nothing.
 pub(crate) fn pass_contested<K: Ord + Copy>(
     view: &ClusterView<'_>,
     contested: Contested<'_, K>,
-    waiting: impl Iterator<Item = (K, JobId)>,
+    waiting: impl Iterator<Item = Sized<K>>,
     smallest_waiting: Option<u32>,
     placement: Placement,
+    held: &mut HeldVerdicts,
 ) -> Decision {
     let mut waiting = waiting.peekable();
     if waiting.peek().is_none() {
@@ -207,92 +282,118 @@ pub(crate) fn pass_contested<K: Ord + Copy>(
     }
     // At most `running_gpus`, which fits the GPUs that are up.
     let settled_gpus = (contested.running_gpus - contested.gpus) as u32;
-    let size = |id: JobId| contested.sizes.get(view, id);
-    contest(view, settled_gpus, contested.jobs, waiting, smallest_waiting, placement, size)
+    contest(view, settled_gpus, contested.jobs, waiting, smallest_waiting, placement, Some(held))
 }
 
 /// The preemptive pass once the running jobs that rank ahead of every waiting
 /// job are set aside: they hold `settled_gpus` GPUs and all stay (the caller
 /// has checked [`settled_is_safe`] or passes 0 and every running job);
-/// `contested` holds the other running jobs in key order.
+/// `contested` holds the other running jobs in key order. With `held`, a
+/// `LowerPriority` verdict the engine holds already is left out.
 fn contest<K: Ord + Copy>(
     view: &ClusterView<'_>,
     settled_gpus: u32,
-    contested: &[(K, JobId)],
-    mut waiting: std::iter::Peekable<impl Iterator<Item = (K, JobId)>>,
+    contested: &[Sized<K>],
+    mut waiting: std::iter::Peekable<impl Iterator<Item = Sized<K>>>,
     smallest_waiting: Option<u32>,
     placement: Placement,
-    size: impl Fn(JobId) -> (u32, TenantId),
+    mut held: Option<&mut HeldVerdicts>,
 ) -> Decision {
     let mut capacity = view.cluster.up_gpus() - settled_gpus;
     let mut decision = Decision::default();
-    let mut ledger = TenantLedger::new(view);
     // The ledger starts from current holdings; running jobs are re-admitted as chosen.
-    for &(_, id) in contested.iter() {
-        let (gpus, tenant) = size(id);
-        ledger.held[tenant.index()] -= gpus;
+    let mut ledger = TenantLedger::for_limits(view);
+    if let Some(ledger) = &mut ledger {
+        for &(_, size) in contested {
+            ledger.held[size.tenant.index()] -= size.gpus;
+        }
     }
     let smallest_waiting = smallest_waiting.unwrap_or(0);
-    // keep[i]: the i-th contested running job (in key order) stays.
-    let mut keep = vec![false; contested.len()];
+    // The contested running jobs not chosen, in key order, and the waiting jobs chosen.
+    let mut preempt: Vec<JobId> = Vec::new();
     let mut to_start: Vec<JobId> = Vec::new();
-    let mut running_iter = contested.iter().copied().enumerate().map(|(i, (k, id))| (k, id, i)).peekable();
+    // The next contested running job to examine.
+    let mut next_running = 0;
     let mut waiting_examined = 0usize;
     let mut waiting_cut = false;
     while capacity > 0 {
         waiting_cut |= capacity < smallest_waiting || waiting_examined >= SCAN_LIMIT;
         let next_waiting = if waiting_cut { None } else { waiting.peek() };
-        let take_running = match (running_iter.peek(), next_waiting) {
-            (Some(r), Some(w)) => (r.0, r.1) <= *w,
+        let take_running = match (contested.get(next_running), next_waiting) {
+            (Some(r), Some(w)) => r.0 <= w.0,
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (None, None) => break,
         };
+        if take_running && ledger.is_none() {
+            // The running jobs up to the next waiting one (all of them once the
+            // waiting side is cut) that fit one after another are chosen, as
+            // the steps below would choose them one at a time; the first that
+            // does not fit (or holds no GPU) is left to those steps.
+            let bound = next_waiting.map(|w| w.0);
+            let (mut j, mut taken) = (next_running, 0u32);
+            while let Some(&(entry, size)) = contested.get(j) {
+                if bound.is_some_and(|b| entry > b) || size.gpus == 0 || size.gpus > capacity - taken {
+                    break;
+                }
+                taken += size.gpus;
+                j += 1;
+            }
+            if j > next_running {
+                capacity -= taken;
+                next_running = j;
+                continue;
+            }
+        }
         let next = if take_running {
-            running_iter.next().map(|(_, id, i)| (id, Some(i)))
+            next_running += 1;
+            Some(contested[next_running - 1])
         } else {
-            waiting.next().map(|(_, id)| (id, None))
+            waiting.next()
         };
-        let Some((id, running_index)) = next else { break };
+        let Some(((_, id), size)) = next else { break };
         if !take_running {
             waiting_examined += 1;
         }
-        let (gpus, tenant) = size(id);
-        if let Some(reason) = ledger.check_tenant(view, tenant, gpus) {
-            if !take_running {
-                decision.waiting.push((id, reason));
+        if let Some(reason) = ledger.as_ref().and_then(|l| l.check_tenant(view, size.tenant, size.gpus)) {
+            if take_running {
+                preempt.push(id);
+            } else {
+                HeldVerdicts::tell(&mut held, &mut decision, id, reason);
             }
             continue;
         }
-        if gpus > capacity {
-            if !take_running {
-                decision.waiting.push((id, WaitReason::LowerPriority));
+        if size.gpus > capacity {
+            if take_running {
+                preempt.push(id);
+            } else {
+                HeldVerdicts::tell(&mut held, &mut decision, id, WaitReason::LowerPriority);
             }
             continue;
         }
-        capacity -= gpus;
-        ledger.held[tenant.index()] += gpus;
-        match running_index {
-            Some(i) => keep[i] = true,
-            None => to_start.push(id),
+        capacity -= size.gpus;
+        if let Some(ledger) = &mut ledger {
+            ledger.held[size.tenant.index()] += size.gpus;
         }
-    }
-    if to_start.is_empty() && keep.iter().all(|&kept| kept) {
-        return decision;
+        if !take_running {
+            to_start.push(id);
+        }
     }
     // Running jobs not chosen stop: each was examined, or ranks below a full cluster.
+    preempt.extend(contested[next_running..].iter().map(|&((_, id), _)| id));
+    if to_start.is_empty() && preempt.is_empty() {
+        return decision;
+    }
     let mut free = FreeMap::new(view.cluster);
-    for (&(_, id), kept) in contested.iter().zip(&keep) {
-        if !kept {
-            free.give_back(&view.job(id).gpus);
-            decision.actions.push(Action::Preempt { job: id });
-        }
+    for id in preempt {
+        free.give_back(&view.job(id).gpus);
+        decision.actions.push(Action::Preempt { job: id });
     }
     for id in to_start {
         let spec = &view.job(id).spec;
         match free.place_shaped(spec.gpus, spec.profile.layout, placement, |_| true) {
             Ok(gpus) => decision.actions.push(Action::Start { job: id, gpus }),
-            Err(reason) => decision.waiting.push((id, reason)),
+            Err(reason) => HeldVerdicts::tell(&mut held, &mut decision, id, reason),
         }
     }
     decision
@@ -458,7 +559,33 @@ pub(crate) fn assert_as_full_sort<K: Ord + Copy>(
     got: &Decision,
 ) {
     let expected = reference_pass(view, running, queue.iter(), queue.smallest_request(), placement);
-    assert_eq!(*got, expected, "the indexed pass at {:?} decides otherwise than the full sort", view.now);
+    assert_same_effect(view, got, &expected);
+}
+
+/// Asserts that the engine ends in the same state after `got` as after
+/// `expected`: the same actions, and the same verdicts except those `got`
+/// leaves out because the job holds that verdict already (`HeldVerdicts`).
+#[cfg(test)]
+pub(crate) fn assert_same_effect(view: &ClusterView<'_>, got: &Decision, expected: &Decision) {
+    assert_eq!(
+        got.actions, expected.actions,
+        "the indexed pass at {:?} acts otherwise than the full sort",
+        view.now
+    );
+    let mut told = got.waiting.iter().peekable();
+    for &(id, reason) in &expected.waiting {
+        if told.peek() == Some(&&(id, reason)) {
+            told.next();
+        } else {
+            assert_eq!(
+                view.job(id).verdict,
+                Some(reason),
+                "at {:?} the indexed pass left out {id}'s verdict {reason:?}, which the job does not hold",
+                view.now
+            );
+        }
+    }
+    assert_eq!(told.next(), None, "at {:?} the indexed pass told a verdict the full sort does not", view.now);
 }
 
 #[cfg(test)]

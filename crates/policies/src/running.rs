@@ -21,55 +21,20 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cotenant_core::placement::Placement;
-use cotenant_core::{ClusterView, Decision, JobChange, JobId, JobState, TenantId, Time};
+use cotenant_core::{ClusterView, Decision, JobChange, JobId, JobState, Time};
 
-use crate::greedy::{pass_by_key, pass_contested, settled_is_safe};
-use crate::queue::WaitQueue;
-
-/// Requested GPUs and tenant of every job submitted, by job index: what a pass
-/// reads of each job it examines, in 8 bytes a job instead of its `JobState`
-/// (a cache miss each on a large trace).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct JobSizes {
-    of: Vec<Option<(u32, TenantId)>>,
-}
-
-impl JobSizes {
-    /// Records the jobs submitted since the last pass.
-    pub(crate) fn sync(&mut self, view: &ClusterView<'_>) {
-        for change in view.changes {
-            if let JobChange::Submitted(id) = *change {
-                if id.index() >= self.of.len() {
-                    self.of.resize(id.index() + 1, None);
-                }
-                let spec = &view.job(id).spec;
-                self.of[id.index()] = Some((spec.gpus, spec.tenant));
-            }
-        }
-    }
-
-    /// A job's requested GPUs and tenant (read from the view for a job this
-    /// table never saw submitted).
-    pub(crate) fn get(&self, view: &ClusterView<'_>, id: JobId) -> (u32, TenantId) {
-        match self.of.get(id.index()) {
-            Some(&Some(size)) => size,
-            _ => {
-                let spec = &view.job(id).spec;
-                (spec.gpus, spec.tenant)
-            }
-        }
-    }
-}
+use crate::greedy::{pass_by_key, pass_contested, settled_is_safe, HeldVerdicts, Sized};
+use crate::queue::{JobSize, WaitQueue};
 
 /// What a running-job index hands the preemptive pass (`greedy::pass_contested`).
 pub(crate) struct Contested<'a, K> {
     /// Requested GPUs of all running jobs.
     pub(crate) running_gpus: u64,
-    /// The running jobs ranked at or after the best waiting job, in key order.
-    pub(crate) jobs: &'a [(K, JobId)],
+    /// The running jobs ranked at or after the best waiting job, in key order,
+    /// with their sizes.
+    pub(crate) jobs: &'a [Sized<K>],
     /// Their requested GPUs.
     pub(crate) gpus: u64,
-    pub(crate) sizes: &'a JobSizes,
 }
 
 /// The running jobs as the change log says, with their requested GPUs, and the
@@ -163,8 +128,8 @@ pub(crate) trait KeyIndex {
     fn sync(&mut self, view: &ClusterView<'_>);
     fn set(&self) -> &RunningSet;
     /// The running jobs whose `(key, id)` is at or after `head` now, in key
-    /// order, into `out`; returns their GPUs.
-    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<(u64, JobId)>) -> u64;
+    /// order, with their sizes, into `out`; returns their GPUs.
+    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<Sized<u64>>) -> u64;
 }
 
 impl KeyIndex for SrtfIndex {
@@ -174,7 +139,7 @@ impl KeyIndex for SrtfIndex {
     fn set(&self) -> &RunningSet {
         &self.set
     }
-    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<(u64, JobId)>) -> u64 {
+    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<Sized<u64>>) -> u64 {
         SrtfIndex::contested(self, view, head, out)
     }
 }
@@ -186,18 +151,22 @@ impl KeyIndex for LasIndex {
     fn set(&self) -> &RunningSet {
         &self.set
     }
-    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<(u64, JobId)>) -> u64 {
+    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<Sized<u64>>) -> u64 {
         LasIndex::contested(self, view, head, out)
     }
 }
 
 /// What a policy that ranks every job by one key keeps between passes: its
-/// waiting queue, its running-job index, the jobs' sizes and a buffer.
+/// waiting queue, its running-job index, the verdicts the engine holds from
+/// its passes, and buffers.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Ranked<I> {
     pub(crate) queue: WaitQueue<u64>,
     index: I,
-    sizes: JobSizes,
+    held: HeldVerdicts,
+    /// The contested running jobs of a pass.
+    contested: Vec<Sized<u64>>,
+    /// Every running job with its key, for a pass that ranks them all.
     running: Vec<(u64, JobId)>,
 }
 
@@ -214,18 +183,30 @@ impl<I: KeyIndex> Ranked<I> {
     ) -> Decision {
         self.queue.sync(view, &key);
         self.index.sync(view);
-        self.sizes.sync(view);
+        self.held.sync(view);
         let decision = match self.index.set().settled_total(view) {
             Some(running_gpus) => {
-                self.running.clear();
+                self.contested.clear();
                 let gpus = match self.queue.iter().next() {
-                    Some(head) => self.index.contested(view, head, &mut self.running),
+                    Some(head) => self.index.contested(view, head, &mut self.contested),
                     None => 0,
                 };
-                let contested = Contested { running_gpus, jobs: &self.running, gpus, sizes: &self.sizes };
-                pass_contested(view, contested, self.queue.iter(), self.queue.smallest_request(), placement)
+                let contested = Contested { running_gpus, jobs: &self.contested, gpus };
+                let waiting = self.queue.iter_sized();
+                pass_contested(
+                    view,
+                    contested,
+                    waiting,
+                    self.queue.smallest_request(),
+                    placement,
+                    &mut self.held,
+                )
             }
-            None => pass_by_key(view, &mut self.running, &key, &self.queue, placement),
+            None => {
+                let decision = pass_by_key(view, &mut self.running, &key, &self.queue, placement);
+                self.held.record(&decision);
+                decision
+            }
         };
         #[cfg(test)]
         crate::greedy::assert_as_full_sort(
@@ -295,17 +276,19 @@ impl SrtfIndex {
     /// `head` are keyed afresh (a key only falls between refreshes); those that
     /// rank ahead of `head` after all get their fresh key cached, so that later
     /// passes skip them (a contested job is keyed afresh at every pass anyway).
-    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<(u64, JobId)>) -> u64 {
+    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<Sized<u64>>) -> u64 {
         let key = |job: &JobState| remaining_us(job, view.now);
         out.clear();
         self.refreshed.clear();
         let mut gpus = 0;
         for &(cached, id) in self.order.range(head..) {
-            let k = key(view.job(id));
+            let job = view.job(id);
+            let k = key(job);
             debug_assert!(k <= cached, "{id}: SRTF key rose from {cached} to {k} without a progress report");
             if (k, id) >= head {
-                out.push((k, id));
-                gpus += u64::from(self.set.gpus(id));
+                let size = JobSize { gpus: self.set.gpus(id), tenant: job.spec.tenant };
+                out.push(((k, id), size));
+                gpus += u64::from(size.gpus);
             } else {
                 self.refreshed.push((cached, k, id));
             }
@@ -316,7 +299,7 @@ impl SrtfIndex {
             self.cached[id.index()] = k;
         }
         // Nearly in order already (keys fall at similar rates): a merge of runs.
-        out.sort();
+        out.sort_by_key(|entry| entry.0);
         gpus
     }
 }
@@ -329,7 +312,13 @@ pub(crate) struct LasIndex {
     pub(crate) set: RunningSet,
     /// `(slope, intercept)` of each running job, by job index.
     line: Vec<(u64, i128)>,
-    groups: BTreeMap<u64, BTreeSet<(i128, JobId)>>,
+    groups: BTreeMap<u64, BTreeMap<(i128, JobId), JobSize>>,
+    /// Where each group's contested jobs start and end in a pass's list, and
+    /// the list merged and the jobs outside the longest run (buffers kept to
+    /// reuse their allocations).
+    runs: Vec<(usize, usize)>,
+    merged: Vec<Sized<u64>>,
+    rest: Vec<Sized<u64>>,
 }
 
 impl LasIndex {
@@ -361,7 +350,8 @@ impl LasIndex {
             self.line.resize(id.index() + 1, (0, 0));
         }
         self.line[id.index()] = (slope, intercept);
-        self.groups.entry(slope).or_default().insert((intercept, id));
+        let size = JobSize { gpus: self.set.gpus(id), tenant: job.spec.tenant };
+        self.groups.entry(slope).or_default().insert((intercept, id), size);
     }
 
     fn remove(&mut self, id: JobId) {
@@ -376,23 +366,63 @@ impl LasIndex {
 
     /// The running jobs whose `(attained, id)` is at or after `head` at
     /// `view.now`, in key order, into `out`; returns their GPUs.
-    fn contested(&self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<(u64, JobId)>) -> u64 {
+    fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<Sized<u64>>) -> u64 {
         out.clear();
+        self.runs.clear();
         let now = i128::from(view.now.0);
         let mut gpus = 0;
         for (&slope, group) in &self.groups {
             let at_now = i128::from(slope) * now;
             // slope x now + c >= key  <=>  c >= key - slope x now (ties by id).
             let from = (i128::from(head.0) - at_now, head.1);
-            for &(intercept, id) in group.range(from..) {
+            let start = out.len();
+            for (&(intercept, id), &size) in group.range(from..) {
                 let key = (at_now + intercept) as u64;
                 debug_assert_eq!(key, view.job(id).attained_gpu_us(view.now), "{id}: LAS line");
-                out.push((key, id));
-                gpus += u64::from(self.set.gpus(id));
+                out.push(((key, id), size));
+                gpus += u64::from(size.gpus);
+            }
+            if out.len() > start {
+                self.runs.push((start, out.len()));
             }
         }
-        // A few groups, each already in order: the stable sort merges the runs.
-        out.sort();
+        // Each group's run is in key order; most jobs are in one of them (the
+        // 1-GPU group, on the traces measured): the others are sorted together
+        // and merged with it.
+        if self.runs.len() > 1 {
+            merge_runs(out, &self.runs, &mut self.merged, &mut self.rest);
+            std::mem::swap(out, &mut self.merged);
+        }
         gpus
     }
+}
+
+/// Merges the sorted runs `runs` (start, end) of `list` into `merged`, in
+/// `(key, id)` order: the jobs outside the longest run sorted (in `rest`),
+/// then merged with that run.
+fn merge_runs<K: Ord + Copy>(
+    list: &[Sized<K>],
+    runs: &[(usize, usize)],
+    merged: &mut Vec<Sized<K>>,
+    rest: &mut Vec<Sized<K>>,
+) {
+    let Some(&(start, end)) = runs.iter().max_by_key(|&&(start, end)| end - start) else { return };
+    rest.clear();
+    rest.extend_from_slice(&list[..start]);
+    rest.extend_from_slice(&list[end..]);
+    rest.sort_unstable_by_key(|entry| entry.0);
+    let (mut long, mut short) = (list[start..end].iter().peekable(), rest.iter().peekable());
+    merged.clear();
+    merged.reserve(list.len());
+    while let (Some(a), Some(b)) = (long.peek(), short.peek()) {
+        if a.0 < b.0 {
+            merged.push(**a);
+            long.next();
+        } else {
+            merged.push(**b);
+            short.next();
+        }
+    }
+    merged.extend(long);
+    merged.extend(short);
 }

@@ -1,16 +1,16 @@
 //! Tiresias' discretized two-dimensional LAS (2D-LAS), preemptive, as its
 //! simulator's `dlas-gpu` schedule.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use cotenant_core::placement::Placement;
 use cotenant_core::{
     Action, ClusterView, Decision, JobChange, JobId, JobState, Policy, PolicyCx, Span, Time,
 };
 
-use crate::greedy::{pass_contested, preemptive_pass};
-use crate::queue::WaitQueue;
-use crate::running::{Contested, JobSizes, RunningSet};
+use crate::greedy::{pass_contested, preemptive_pass, HeldVerdicts, Sized};
+use crate::queue::{JobSize, WaitQueue};
+use crate::running::{Contested, RunningSet};
 
 const US: u64 = cotenant_core::MICROS_PER_SECOND;
 
@@ -87,7 +87,8 @@ pub struct Tiresias {
     pub timer: DemotionTimer,
     jobs: Vec<JobInfo>,
     waiting: WaitQueue<Key>,
-    running: BTreeSet<(Key, JobId)>,
+    /// Running jobs in list order, with their sizes.
+    running: BTreeMap<(Key, JobId), JobSize>,
     /// Exact crossing times of running jobs below the last queue.
     demotions: BTreeSet<(Time, JobId)>,
     /// When waiting jobs become due for promotion (always after the pass that
@@ -104,8 +105,9 @@ pub struct Tiresias {
     running_set: RunningSet,
     /// The running jobs that rank at or after the best waiting job, refilled
     /// each pass (kept to reuse its allocation).
-    contested: Vec<(Key, JobId)>,
-    sizes: JobSizes,
+    contested: Vec<Sized<Key>>,
+    /// The `LowerPriority` verdicts the engine holds from earlier passes.
+    held: HeldVerdicts,
 }
 
 impl Tiresias {
@@ -122,7 +124,7 @@ impl Tiresias {
             timer,
             jobs: Vec::new(),
             waiting: WaitQueue::default(),
-            running: BTreeSet::new(),
+            running: BTreeMap::new(),
             demotions: BTreeSet::new(),
             promotions: BTreeSet::new(),
             promote_next: Vec::new(),
@@ -132,7 +134,7 @@ impl Tiresias {
             next: None,
             running_set: RunningSet::default(),
             contested: Vec::new(),
-            sizes: JobSizes::default(),
+            held: HeldVerdicts::default(),
         }
     }
 
@@ -258,19 +260,21 @@ impl Tiresias {
                     if self.jobs[id.index()].running {
                         self.on_stop(view, id);
                     }
-                    self.waiting.insert(id, self.jobs[id.index()].key(), view.job(id).spec.gpus);
+                    let spec = &view.job(id).spec;
+                    self.waiting.insert(id, self.jobs[id.index()].key(), spec.gpus, spec.tenant);
                 }
                 JobChange::Started(id) => {
-                    self.waiting.remove(id, view.job(id).spec.gpus);
+                    self.waiting.remove(id);
                     if !self.jobs[id.index()].running {
                         self.on_start(view, id);
                         let key = self.jobs[id.index()].key();
-                        self.running.insert((key, id));
-                        self.running_set.insert(id, view.job(id).spec.gpus);
+                        let size = JobSize::of(view.job(id));
+                        self.running.insert((key, id), size);
+                        self.running_set.insert(id, size.gpus);
                     }
                 }
                 JobChange::Completed(id) | JobChange::Ended(id) => {
-                    self.waiting.remove(id, view.job(id).spec.gpus);
+                    self.waiting.remove(id);
                     self.on_end(id);
                 }
                 // Tiresias itself never resizes; another policy's resize changes
@@ -284,7 +288,8 @@ impl Tiresias {
             let seq = self.seq();
             let info = &mut self.jobs[id.index()];
             (info.queue, info.part, info.seq) = (0, 1, seq);
-            self.waiting.insert(id, info.key(), view.job(id).spec.gpus);
+            let spec = &view.job(id).spec;
+            self.waiting.insert(id, info.key(), spec.gpus, spec.tenant);
         }
 
         let mut demoted = Vec::new();
@@ -300,9 +305,9 @@ impl Tiresias {
         for id in demoted {
             let seq = self.seq();
             let info = &mut self.jobs[id.index()];
-            self.running.remove(&(info.key(), id));
+            let size = self.running.remove(&(info.key(), id)).unwrap_or_else(|| JobSize::of(view.job(id)));
             (info.queue, info.part, info.seq) = (info.queue + 1, 1, seq);
-            self.running.insert((info.key(), id));
+            self.running.insert((info.key(), id), size);
             self.fresh.push(id);
             // One queue per event: a job already past the next limit moves at the next one.
             if let Some(at) = self.crossing(view.job(id), now) {
@@ -370,7 +375,7 @@ impl Tiresias {
         for id in std::mem::take(&mut self.fresh) {
             let info = &self.jobs[id.index()];
             // A demoted job kept running (starters are not in `running` yet).
-            if info.live && info.running && self.running.remove(&(info.key(), id)) {
+            if info.live && info.running && self.running.remove(&(info.key(), id)).is_some() {
                 to_running.push((info.key(), id));
             }
         }
@@ -379,8 +384,9 @@ impl Tiresias {
             let seq = self.seq();
             let info = &mut self.jobs[id.index()];
             (info.part, info.seq) = (0, seq);
-            self.running.insert((info.key(), id));
-            self.running_set.insert(id, view.job(id).spec.gpus);
+            let size = JobSize::of(view.job(id));
+            self.running.insert((info.key(), id), size);
+            self.running_set.insert(id, size.gpus);
         }
         preempted_front.sort_unstable();
         for &(_, id) in preempted_front.iter().rev() {
@@ -419,42 +425,36 @@ impl Policy for Tiresias {
 
     fn schedule(&mut self, _cx: &mut PolicyCx<'_>, view: &ClusterView<'_>) -> Decision {
         self.sync(view);
-        self.sizes.sync(view);
-        let (waiting, smallest) = (self.waiting.iter(), self.waiting.smallest_request());
+        self.held.sync(view);
+        let smallest = self.waiting.smallest_request();
         let decision = match self.running_set.safe_total(view) {
             Some(running_gpus) => {
                 // The running set is in key order: the contested jobs are a range of it.
                 self.contested.clear();
                 let mut contested_gpus = 0;
                 if let Some(head) = self.waiting.iter().next() {
-                    for &(key, id) in self.running.range(head..) {
-                        self.contested.push((key, id));
-                        contested_gpus += u64::from(self.running_set.gpus(id));
+                    for (&entry, &size) in self.running.range(head..) {
+                        self.contested.push((entry, size));
+                        contested_gpus += u64::from(size.gpus);
                     }
                 }
-                pass_contested(
-                    view,
-                    Contested {
-                        running_gpus,
-                        jobs: &self.contested,
-                        gpus: contested_gpus,
-                        sizes: &self.sizes,
-                    },
-                    waiting,
-                    smallest,
-                    self.placement,
-                )
+                let contested = Contested { running_gpus, jobs: &self.contested, gpus: contested_gpus };
+                let waiting = self.waiting.iter_sized();
+                pass_contested(view, contested, waiting, smallest, self.placement, &mut self.held)
             }
             None => {
                 // Already in key order: the pass finds it sorted.
-                let mut running: Vec<(Key, JobId)> = self.running.iter().copied().collect();
-                preemptive_pass(view, &mut running, waiting, smallest, self.placement)
+                let mut running: Vec<(Key, JobId)> = self.running.keys().copied().collect();
+                let decision =
+                    preemptive_pass(view, &mut running, self.waiting.iter(), smallest, self.placement);
+                self.held.record(&decision);
+                decision
             }
         };
         #[cfg(test)]
         crate::greedy::assert_as_full_sort(
             view,
-            self.running.iter().copied().collect(),
+            self.running.keys().copied().collect(),
             &self.waiting,
             self.placement,
             &decision,
