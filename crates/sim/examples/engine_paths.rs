@@ -50,26 +50,15 @@ fn best_ns(per: u64, mut f: impl FnMut()) -> f64 {
     best * 1e9 / per as f64
 }
 
-fn free_map_copy() -> f64 {
+/// A pass's free-map copy plus one consolidated placement of `gpus` GPUs on 5,000
+/// nodes of 8: ns per pass, best of the repeats.
+fn free_map_place(gpus: u32, passes: u64) -> f64 {
     let cluster = Cluster::new(ClusterSpec::homogeneous("gpu", 5_000, 8)).expect("a valid cluster");
-    let passes = 20_000;
     best_ns(passes, || {
         for _ in 0..passes {
             let mut free = FreeMap::new(&cluster);
-            let gpus = free.place(1, Placement::Consolidated, |_| true).expect("room for one GPU");
-            std::hint::black_box(gpus);
-        }
-    })
-}
-
-fn place_across_nodes() -> f64 {
-    let cluster = Cluster::new(ClusterSpec::homogeneous("gpu", 5_000, 8)).expect("a valid cluster");
-    let passes = 2_000;
-    best_ns(passes, || {
-        for _ in 0..passes {
-            let mut free = FreeMap::new(&cluster);
-            let gpus = free.place(16, Placement::Consolidated, |_| true).expect("room for 16 GPUs");
-            std::hint::black_box(gpus);
+            let placed = free.place(gpus, Placement::Consolidated, |_| true).expect("room on 5,000 nodes");
+            std::hint::black_box(placed);
         }
     })
 }
@@ -182,8 +171,8 @@ fn whole_run(shared: bool) -> f64 {
 fn main() {
     println!("| path | ns per operation (best of {REPEATS}) |");
     println!("|---|---:|");
-    println!("| free map copy + one placement, 5,000 nodes | {:.0} |", free_map_copy());
-    println!("| 16 GPUs across nodes, 5,000 nodes | {:.0} |", place_across_nodes());
+    println!("| free map copy + one placement, 5,000 nodes | {:.0} |", free_map_place(1, 20_000));
+    println!("| 16 GPUs across nodes, 5,000 nodes | {:.0} |", free_map_place(16, 2_000));
     println!("| engine step (fifo, submit or complete) | {:.0} |", engine_step());
     println!("| preempt + restart, per cycle (256 jobs, 32 x 8 GPUs) | {:.0} |", preempt_restart());
     println!("| usage advance, 100 tenants, 3 active | {:.1} |", usage_advance());
