@@ -197,7 +197,10 @@ pub(crate) type Sized<K> = ((K, JobId), JobSize);
 /// until the job starts (which clears it) or gets another, so a pass that would
 /// tell a waiting job `LowerPriority` again changes nothing by saying it: with
 /// this memory it does not (the same engine state for fewer entries, which the
-/// engine would otherwise write one by one into the jobs' states).
+/// engine would otherwise write one by one into the jobs' states). It mirrors
+/// `JobState::verdict`, which the view also shows, so that a pass need not read
+/// each scanned job's state (a cache miss per job, the reason the indexes carry
+/// sizes too); the proptests' `assert_same_effect` checks it against the engine.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct HeldVerdicts {
     /// Bit `i`: job `i` holds `LowerPriority`.
