@@ -316,7 +316,14 @@ struct Run<'a> {
     rates: &'a dyn RateModel,
     config: &'a SimConfig,
     world: Vec<WorldJob>,
-    records: Vec<JobRecord>,
+    /// Each elastic job's resizes and their GPU-time cost, empty until the first
+    /// resize. The rest of a job's record is read from the engine's job state when
+    /// the run ends (see [`Run::records`]), so that the loop never touches it.
+    scaling: Vec<(u32, u64)>,
+    /// The records as the loop used to keep them, step by step: the unit tests
+    /// check the ones read from the engine against them (see [`Shadow`]).
+    #[cfg(test)]
+    shadow: Shadow,
     heap: BinaryHeap<Reverse<(Time, u64, Event)>>,
     sequence: u64,
     /// Stale finish events (of jobs stopped or re-rated since) still in the heap.
@@ -364,29 +371,12 @@ impl<'a> Run<'a> {
         let mut usage = UsageTracker::new(tenants.len(), cluster.up_gpus(), config.share_window);
         let origin = jobs.first().map_or(Time::ZERO, |j| j.arrival);
         usage.start_at(origin);
+        // Whole-GPU tenants' usage is added up when it changes, not at every step.
+        usage.defer();
         let faults = (config.faults.is_some() || !cluster.spec().departures.is_empty()).then(|| {
             let model = config.faults.clone().unwrap_or_default();
             crate::faults::FaultRun::new(model, cluster.spec(), origin)
         });
-        let records = jobs
-            .iter()
-            .map(|j| JobRecord {
-                id: j.id,
-                tenant: j.tenant,
-                arrival: j.arrival,
-                gpus: j.gpus,
-                work: j.work,
-                first_start: None,
-                end: None,
-                outcome: Outcome::Unfinished(String::new()),
-                preemptions: 0,
-                held_gpu_us: 0,
-                lost_gpu_us: 0,
-                held_part_us: 0,
-                resizes: 0,
-                scaling_overhead_gpu_us: 0,
-            })
-            .collect();
         let placement_spread = cluster.links().map(|_| crate::topology_rates::SpreadStats::default());
         let mut engine = Engine::new(cluster, tenants.to_vec(), policy, config.seed);
         engine.reserve_jobs(jobs.len());
@@ -400,7 +390,9 @@ impl<'a> Run<'a> {
             rates,
             config,
             world: vec![WorldJob::default(); jobs.len()],
-            records,
+            scaling: Vec::new(),
+            #[cfg(test)]
+            shadow: Shadow::new(jobs.len()),
             heap: BinaryHeap::new(),
             sequence: 0,
             stale_in_heap: 0,
@@ -583,7 +575,7 @@ impl<'a> Run<'a> {
         }
         while let Some(job) = self.jobs.get(self.next_arrival).filter(|j| j.arrival == now) {
             self.events += 1;
-            self.usage.tenant_waiting[job.tenant.index()] += 1;
+            self.usage.add_waiting(job.tenant.index(), true);
             let spec = SpecRef::shared(&self.specs, self.next_arrival).expect("an arrival of the workload");
             inputs.push(Input::JobSubmitted(spec));
             self.next_arrival += 1;
@@ -598,11 +590,13 @@ impl<'a> Run<'a> {
 
     fn complete(&mut self, now: Time, job: JobId) {
         let world = &mut self.world[job.index()];
-        world.finish(now, self.jobs[job.index()].work);
-        let record = &mut self.records[job.index()];
-        record.end = Some(now);
-        record.outcome = Outcome::Completed;
-        self.usage.tenant_gpu_parts[record.tenant.index()] -= self.held_gpu_parts[job.index()];
+        let spec = &self.jobs[job.index()];
+        world.finish(now, spec.work);
+        #[cfg(test)]
+        self.shadow.ended(job, now, Outcome::Completed);
+        let tenant = spec.tenant.index();
+        let parts = self.usage.tenant_gpu_parts()[tenant] - self.held_gpu_parts[job.index()];
+        self.usage.set_tenant_gpu_parts(tenant, parts);
         self.held_gpu_parts[job.index()] = 0;
         self.usage.measured_capacity_gpu_us = self.usage.available_gpu_us;
         self.done += 1;
@@ -655,6 +649,8 @@ impl<'a> Run<'a> {
 
     /// Applies one command to the world; returns the progress report for the engine.
     fn apply(&mut self, now: Time, command: &Command) -> Option<Input> {
+        #[cfg(test)]
+        self.shadow.command(now, command);
         match command {
             Command::Start { job, gpus } => {
                 // A MIG job holds sevenths (or an MPS share) of a GPU: the usage
@@ -683,12 +679,11 @@ impl<'a> Run<'a> {
                     None => world.stop(now, spec.work, &overheads),
                 };
                 self.retire_finish(*job);
-                self.records[job.index()].preemptions += 1;
                 self.set_gpu_parts(*job);
-                self.usage.tenant_waiting[spec.tenant.index()] += 1;
+                self.usage.add_waiting(spec.tenant.index(), true);
                 Some(Input::Progress { job: *job, work_done: kept, rate: 0.0 })
             }
-            Command::End { job, reason } => {
+            Command::End { job, .. } => {
                 let spec = &self.jobs[job.index()];
                 if self.world[job.index()].running {
                     self.world[job.index()].stop(now, spec.work, &self.config.overheads.for_job(spec));
@@ -696,11 +691,8 @@ impl<'a> Run<'a> {
                     self.set_gpu_parts(*job);
                     self.usage.measured_capacity_gpu_us = self.usage.available_gpu_us;
                 } else {
-                    self.usage.tenant_waiting[spec.tenant.index()] -= 1;
+                    self.usage.add_waiting(spec.tenant.index(), false);
                 }
-                let record = &mut self.records[job.index()];
-                record.end = Some(now);
-                record.outcome = Outcome::Ended(*reason);
                 self.done += 1;
                 None
             }
@@ -731,8 +723,7 @@ impl<'a> Run<'a> {
             self.finish_queued[job.index()] = true;
         }
         self.queue_eval(job, from, saved);
-        self.records[job.index()].first_start.get_or_insert(now);
-        self.usage.tenant_waiting[spec.tenant.index()] -= 1;
+        self.usage.add_waiting(spec.tenant.index(), false);
         self.set_gpu_parts(job);
         report
     }
@@ -792,9 +783,12 @@ impl<'a> Run<'a> {
         let finish = world.resize(now, to, &phases, rate, spec.work);
         let generation = world.generation;
         let (resumes_at, done_then) = world.last_segment().unwrap_or((now, world.saved));
-        let record = &mut self.records[job.index()];
-        record.resizes += 1;
-        record.scaling_overhead_gpu_us += model.overhead_gpu_us(from, to);
+        if self.scaling.is_empty() {
+            self.scaling = vec![(0, 0); self.jobs.len()];
+        }
+        let scaling = &mut self.scaling[job.index()];
+        scaling.0 += 1;
+        scaling.1 += model.overhead_gpu_us(from, to);
         self.retire_finish(job);
         if let Some(at) = finish {
             self.push(at, Event::Finish { job, generation });
@@ -848,7 +842,8 @@ impl<'a> Run<'a> {
         let now_parts = self.world[job.index()].gpu_parts();
         let tenant = self.jobs[job.index()].tenant.index();
         let before = std::mem::replace(&mut self.held_gpu_parts[job.index()], now_parts);
-        self.usage.tenant_gpu_parts[tenant] = self.usage.tenant_gpu_parts[tenant] - before + now_parts;
+        let parts = self.usage.tenant_gpu_parts()[tenant] - before + now_parts;
+        self.usage.set_tenant_gpu_parts(tenant, parts);
     }
 
     /// Records the watched job's state if it changed.
@@ -878,6 +873,63 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Every job's record at the end of the run, read from the engine's job state
+    /// (first start, end, outcome, preemptions), the world's (GPU-time) and the
+    /// resizes the loop counted. The engine's phase says how a job left: it turns
+    /// `Completed` exactly when the world completes the job (`Input::JobFinished`)
+    /// and `Ended` exactly when it emits `Command::End`, at the step's time, which
+    /// it keeps in `phase_since`; it counts a preemption exactly when it emits
+    /// `Command::Stop` and sets `first_start` exactly when it emits the job's first
+    /// `Command::Start` or `StartShared`. The loop used to write all of these into
+    /// the records as they happened (a cache miss per job and event); the unit
+    /// tests still do, and compare.
+    fn records(&self) -> Vec<JobRecord> {
+        let unfinished = |state: Option<&cotenant_core::JobState>| match state {
+            _ if matches!(self.early_stop, Some(EarlyStop::StepLimit { .. })) => {
+                "the run hit its step limit (a livelock?)".to_string()
+            }
+            _ if matches!(self.early_stop, Some(EarlyStop::TimeLimit { .. })) => {
+                "the run reached its time limit (core::limits::MAX_RUN_SPAN)".to_string()
+            }
+            None => "arrives after the end of the run".to_string(),
+            Some(state) if state.is_running() => "still running at the end of the run".to_string(),
+            Some(state) => match state.verdict {
+                Some(verdict) => format!("still waiting at the end of the run: {verdict}"),
+                None => "still waiting at the end of the run".to_string(),
+            },
+        };
+        self.jobs
+            .iter()
+            .zip(&self.world)
+            .map(|(spec, world)| {
+                let state = self.engine.job(spec.id);
+                let (end, outcome) = match state.map(|s| (s.phase, s.phase_since)) {
+                    Some((Phase::Completed, at)) => (Some(at), Outcome::Completed),
+                    Some((Phase::Ended(reason), at)) => (Some(at), Outcome::Ended(reason)),
+                    _ => (None, Outcome::Unfinished(unfinished(state))),
+                };
+                let (resizes, scaling_overhead_gpu_us) =
+                    self.scaling.get(spec.id.index()).copied().unwrap_or_default();
+                JobRecord {
+                    id: spec.id,
+                    tenant: spec.tenant,
+                    arrival: spec.arrival,
+                    gpus: spec.gpus,
+                    work: spec.work,
+                    first_start: state.and_then(|s| s.first_start),
+                    end,
+                    outcome,
+                    preemptions: state.map_or(0, |s| s.preemptions),
+                    held_gpu_us: world.held_gpu_us(),
+                    lost_gpu_us: world.lost_gpu_us(),
+                    held_part_us: world.held_part_us(),
+                    resizes,
+                    scaling_overhead_gpu_us,
+                }
+            })
+            .collect()
+    }
+
     fn finish(mut self) -> Result<SimResult, SimError> {
         if let Some(first) = self.engine.violations().first() {
             return Err(SimError::PolicyViolations {
@@ -889,47 +941,25 @@ impl<'a> Run<'a> {
         // Close runs still open (a horizon, or a job whose rate is zero) at the end.
         let end = self.config.horizon.unwrap_or(self.now).max(self.now);
         self.usage.advance(end);
+        self.usage.settle();
         for (world, spec) in self.world.iter_mut().zip(self.jobs) {
             if world.running {
                 world.stop(end, spec.work, &self.config.overheads.for_job(spec));
             }
         }
-        for (i, record) in self.records.iter_mut().enumerate() {
-            if record.outcome != Outcome::Unfinished(String::new()) {
-                continue;
-            }
-            let reason = match self.engine.job(JobId(i as u32)) {
-                _ if matches!(self.early_stop, Some(EarlyStop::StepLimit { .. })) => {
-                    "the run hit its step limit (a livelock?)".to_string()
-                }
-                _ if matches!(self.early_stop, Some(EarlyStop::TimeLimit { .. })) => {
-                    "the run reached its time limit (core::limits::MAX_RUN_SPAN)".to_string()
-                }
-                None => "arrives after the end of the run".to_string(),
-                Some(state) if state.is_running() => "still running at the end of the run".to_string(),
-                Some(state) => match state.verdict {
-                    Some(verdict) => format!("still waiting at the end of the run: {verdict}"),
-                    None => "still waiting at the end of the run".to_string(),
-                },
-            };
-            record.outcome = Outcome::Unfinished(reason);
-        }
-        for (record, world) in self.records.iter_mut().zip(&self.world) {
-            record.held_gpu_us = world.held_gpu_us();
-            record.lost_gpu_us = world.lost_gpu_us();
-            record.held_part_us = world.held_part_us();
-        }
+        let records = self.records();
+        #[cfg(test)]
+        self.shadow.check(&records);
         // Jobs left unfinished held GPUs or waited until the end: capacity counts to there.
-        if self.records.iter().any(|r| matches!(r.outcome, Outcome::Unfinished(_))) {
+        if records.iter().any(|r| matches!(r.outcome, Outcome::Unfinished(_))) {
             self.usage.measured_capacity_gpu_us = self.usage.available_gpu_us;
         }
-        let faults_end =
-            self.records.iter().filter_map(|r| r.end).max().unwrap_or(end).max(end.min(self.now));
+        let faults_end = records.iter().filter_map(|r| r.end).max().unwrap_or(end).max(end.min(self.now));
         Ok(SimResult {
             policy: self.engine.policy_name().to_string(),
             tenants: self.engine.tenants().to_vec(),
             cluster_gpus: self.engine.cluster().gpu_count(),
-            jobs: self.records,
+            jobs: records,
             usage: self.usage,
             events: self.events,
             engine: self.engine.stats(),
@@ -940,6 +970,56 @@ impl<'a> Run<'a> {
             faults: self.faults.map(|f| f.summary(faults_end)),
             placement_spread: self.placement_spread,
         })
+    }
+}
+
+/// The per-job fields of the records as the loop kept them before they were read
+/// from the engine at the end ([`Run::records`]): first start, end and outcome,
+/// preemptions, written at the commands that set them. Test builds keep both and
+/// compare them at the end of every run.
+#[cfg(test)]
+#[derive(Debug, Default)]
+struct Shadow {
+    first_start: Vec<Option<Time>>,
+    end: Vec<Option<(Time, Outcome)>>,
+    preemptions: Vec<u32>,
+}
+
+#[cfg(test)]
+impl Shadow {
+    fn new(jobs: usize) -> Shadow {
+        Shadow { first_start: vec![None; jobs], end: vec![None; jobs], preemptions: vec![0; jobs] }
+    }
+    /// What the loop recorded when it applied `command`.
+    fn command(&mut self, now: Time, command: &Command) {
+        match *command {
+            Command::Start { job, .. } | Command::StartShared { job, .. } => {
+                self.first_start[job.index()].get_or_insert(now);
+            }
+            Command::Stop { job, .. } => self.preemptions[job.index()] += 1,
+            Command::End { job, reason } => self.ended(job, now, Outcome::Ended(reason)),
+            Command::Rerate { .. } | Command::Resize { .. } | Command::Allocate { .. } => {}
+        }
+    }
+    fn ended(&mut self, job: JobId, now: Time, outcome: Outcome) {
+        self.end[job.index()] = Some((now, outcome));
+    }
+    /// Panics unless `records` say what the loop recorded.
+    fn check(&self, records: &[JobRecord]) {
+        for (i, record) in records.iter().enumerate() {
+            let (end, outcome) = match &self.end[i] {
+                Some((at, outcome)) => (Some(*at), Some(outcome)),
+                None => (None, None),
+            };
+            let derived = (record.first_start, record.end, record.preemptions);
+            assert_eq!(derived, (self.first_start[i], end, self.preemptions[i]), "job {i}");
+            match outcome {
+                Some(outcome) => assert_eq!(&record.outcome, outcome, "job {i}"),
+                None => {
+                    assert!(matches!(record.outcome, Outcome::Unfinished(_)), "job {i}: {:?}", record.outcome)
+                }
+            }
+        }
     }
 }
 
