@@ -40,6 +40,12 @@ pub enum Placement {
 }
 
 impl Placement {
+    /// Whether [`FreeMap::place_shaped`] reads the job's layout under this
+    /// placement (the topology-aware ones); the others ignore it.
+    pub fn reads_layout(self) -> bool {
+        matches!(self, Placement::Arnold | Placement::Vclos | Placement::Torus)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Placement::Consolidated => "consolidated",

@@ -168,12 +168,17 @@ pub struct ClusterView<'a> {
 impl<'a> ClusterView<'a> {
     /// The job with this id. Panics only for an id the engine never saw, which
     /// a policy can only get by inventing it.
+    ///
+    /// Inlined into the policies (another crate), where it is called once per job
+    /// a pass reads; the panic stays out of line.
+    #[inline]
     pub fn job(&self, id: JobId) -> &'a JobState {
         match self.jobs.get(id.index()) {
             Some(Some(job)) => job,
-            _ => panic!("policy asked for {id}, which the engine never saw"),
+            _ => never_saw(id),
         }
     }
+    #[inline]
     pub fn tenant(&self, id: TenantId) -> &'a TenantSpec {
         &self.tenants[id.index()]
     }
@@ -311,4 +316,11 @@ pub trait Policy: Send {
     fn acts_on_evaluation(&self, _job: &JobState) -> bool {
         false
     }
+}
+
+/// The panic of [`ClusterView::job`], out of line so that the lookup inlines small.
+#[cold]
+#[inline(never)]
+fn never_saw(id: JobId) -> ! {
+    panic!("policy asked for {id}, which the engine never saw")
 }

@@ -91,6 +91,21 @@ impl<'v> StartPass<'v> {
     }
 
     /// Starts `id` if its tenant's limit and a placement allow; otherwise records why not.
+    /// What [`StartPass::try_start`] would answer for a job of `size` (read from
+    /// a queue that keeps it) that needs more GPUs than are left and whose tenant
+    /// has no hard limit: `NoFreeGpus`, after a tenant check that cannot fail,
+    /// given without looking the job up (its state and spec: two cache misses per
+    /// job passed over on a large trace). Returns false, doing nothing, for any
+    /// other job: then call `try_start`.
+    pub(crate) fn refuse_by_size(&mut self, id: JobId, size: JobSize) -> bool {
+        let free = self.free();
+        if size.gpus <= free || self.view.tenant(size.tenant).gpu_limit.is_some() {
+            return false;
+        }
+        self.decision.waiting.push((id, WaitReason::NoFreeGpus { needed: size.gpus, free }));
+        true
+    }
+
     pub(crate) fn try_start(&mut self, id: JobId) -> Attempt {
         let gpus = self.view.job(id).spec.gpus;
         if let Some(reason) = self.ledger.check(self.view, id, gpus) {
@@ -312,9 +327,11 @@ fn contest<K: Ord + Copy>(
         }
     }
     let smallest_waiting = smallest_waiting.unwrap_or(0);
-    // The contested running jobs not chosen, in key order, and the waiting jobs chosen.
-    let mut preempt: Vec<JobId> = Vec::new();
-    let mut to_start: Vec<JobId> = Vec::new();
+    // The contested running jobs not chosen go straight into the decision as
+    // preemptions, in key order (nothing else is pushed before the starts); the
+    // waiting jobs chosen, with their GPUs, are placed once every preempted job
+    // has given its GPUs back.
+    let mut to_start: Vec<(JobId, u32)> = Vec::new();
     // The next contested running job to examine.
     let mut next_running = 0;
     let mut waiting_examined = 0usize;
@@ -360,7 +377,7 @@ fn contest<K: Ord + Copy>(
         }
         if let Some(reason) = ledger.as_ref().and_then(|l| l.check_tenant(view, size.tenant, size.gpus)) {
             if take_running {
-                preempt.push(id);
+                decision.actions.push(Action::Preempt { job: id });
             } else {
                 HeldVerdicts::tell(&mut held, &mut decision, id, reason);
             }
@@ -368,7 +385,7 @@ fn contest<K: Ord + Copy>(
         }
         if size.gpus > capacity {
             if take_running {
-                preempt.push(id);
+                decision.actions.push(Action::Preempt { job: id });
             } else {
                 HeldVerdicts::tell(&mut held, &mut decision, id, WaitReason::LowerPriority);
             }
@@ -379,22 +396,27 @@ fn contest<K: Ord + Copy>(
             ledger.held[size.tenant.index()] += size.gpus;
         }
         if !take_running {
-            to_start.push(id);
+            to_start.push((id, size.gpus));
         }
     }
     // Running jobs not chosen stop: each was examined, or ranks below a full cluster.
-    preempt.extend(contested[next_running..].iter().map(|&((_, id), _)| id));
-    if to_start.is_empty() && preempt.is_empty() {
+    decision
+        .actions
+        .extend(contested[next_running..].iter().map(|&((_, id), _)| Action::Preempt { job: id }));
+    if to_start.is_empty() && decision.actions.is_empty() {
         return decision;
     }
     let mut free = FreeMap::new(view.cluster);
-    for id in preempt {
-        free.give_back(&view.job(id).gpus);
-        decision.actions.push(Action::Preempt { job: id });
+    for action in &decision.actions {
+        if let Action::Preempt { job } = *action {
+            free.give_back(&view.job(job).gpus);
+        }
     }
-    for id in to_start {
-        let spec = &view.job(id).spec;
-        match free.place_shaped(spec.gpus, spec.profile.layout, placement, |_| true) {
+    for (id, gpus) in to_start {
+        // Only the topology-aware placements read a job's layout: the others
+        // need nothing of its state (its GPUs came with its queue entry).
+        let layout = if placement.reads_layout() { view.job(id).spec.profile.layout } else { None };
+        match free.place_shaped(gpus, layout, placement, |_| true) {
             Ok(gpus) => decision.actions.push(Action::Start { job: id, gpus }),
             Err(reason) => HeldVerdicts::tell(&mut held, &mut decision, id, reason),
         }

@@ -49,7 +49,7 @@ impl Policy for Las {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_world::{case, run};
+    use crate::test_world::{case, run, run_from};
     use proptest::prelude::*;
 
     proptest! {
@@ -60,6 +60,16 @@ mod tests {
         #[test]
         fn las_index_decides_as_the_full_sort(case in case(), quantum_s in 1u64..600) {
             run(&case, Box::new(Las::new(Placement::Consolidated, Span::from_secs(quantum_s))));
+        }
+
+        /// The same far into the clock's range, where a job's line on 2 or more
+        /// GPUs no longer fits the index's `i64` intercepts (`OVERFLOWED`: the
+        /// passes rank every running job while one runs) and on 1 GPU still
+        /// does: 2^62 µs is about 4.6e12 s, and 2 x (2^62 + its start) > 2^63.
+        #[test]
+        fn las_index_decides_as_the_full_sort_past_its_intercepts(case in case(), quantum_s in 1u64..600) {
+            let base_s = (1u64 << 62) / 1_000_000 + 1;
+            run_from(&case, Box::new(Las::new(Placement::Consolidated, Span::from_secs(quantum_s))), base_s);
         }
     }
 }

@@ -20,6 +20,10 @@ pub(crate) struct JobSize {
 }
 
 impl JobSize {
+    /// No job's size (a table's empty slot): no job requests `u32::MAX` GPUs
+    /// (`core::limits`), and a lookup that finds it reads the spec instead.
+    pub(crate) const UNKNOWN: JobSize = JobSize { gpus: u32::MAX, tenant: TenantId(u32::MAX) };
+
     pub(crate) fn of(job: &JobState) -> JobSize {
         JobSize { gpus: job.spec.gpus, tenant: job.spec.tenant }
     }
@@ -33,11 +37,21 @@ pub struct WaitQueue<K> {
     /// Key of each waiting job, by job index.
     key_of: Vec<Option<K>>,
     by_size: SizeCounts,
+    /// The size of every job this queue has held, by job index (`JobSize::UNKNOWN`
+    /// for the others): a job's spec never changes, so a job that waits again
+    /// (preempted) and the running-job indexes read its size here instead of
+    /// from its spec, a cache miss each on a large trace.
+    sizes: Vec<JobSize>,
 }
 
 impl<K> Default for WaitQueue<K> {
     fn default() -> Self {
-        WaitQueue { order: BTreeMap::new(), key_of: Vec::new(), by_size: SizeCounts::default() }
+        WaitQueue {
+            order: BTreeMap::new(),
+            key_of: Vec::new(),
+            by_size: SizeCounts::default(),
+            sizes: Vec::new(),
+        }
     }
 }
 
@@ -47,9 +61,13 @@ impl<K: Ord + Copy> WaitQueue<K> {
     pub fn sync(&mut self, view: &ClusterView<'_>, mut key: impl FnMut(&JobState) -> K) {
         for change in view.changes {
             match *change {
-                JobChange::Submitted(id) | JobChange::Stopped(id) => {
+                JobChange::Submitted(id) => {
                     let job = view.job(id);
                     self.insert(id, key(job), job.spec.gpus, job.spec.tenant);
+                }
+                JobChange::Stopped(id) => {
+                    let size = self.size(view, id);
+                    self.insert(id, key(view.job(id)), size.gpus, size.tenant);
                 }
                 JobChange::Started(id) | JobChange::Completed(id) | JobChange::Ended(id) => {
                     self.remove(id);
@@ -65,6 +83,10 @@ impl<K: Ord + Copy> WaitQueue<K> {
             self.key_of.resize(id.index() + 1, None);
         }
         let size = JobSize { gpus, tenant };
+        if id.index() >= self.sizes.len() {
+            self.sizes.resize(id.index() + 1, JobSize::UNKNOWN);
+        }
+        self.sizes[id.index()] = size;
         if let Some(old) = self.key_of[id.index()].replace(key) {
             if let Some(before) = self.order.remove(&(old, id)) {
                 self.by_size.remove(before.gpus);
@@ -90,6 +112,15 @@ impl<K: Ord + Copy> WaitQueue<K> {
                 self.order.insert((key, id), size);
             }
             *old = key;
+        }
+    }
+
+    /// The requested GPUs and tenant of `id`: as recorded when it last entered
+    /// this queue, else (a job it never held) from its spec.
+    pub(crate) fn size(&self, view: &ClusterView<'_>, id: JobId) -> JobSize {
+        match self.sizes.get(id.index()) {
+            Some(&size) if size != JobSize::UNKNOWN => size,
+            _ => JobSize::of(view.job(id)),
         }
     }
 

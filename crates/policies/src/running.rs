@@ -83,10 +83,16 @@ impl RunningSet {
     }
 
     /// Applies one change: `Some(true)` the job started, `Some(false)` it left
-    /// running, `None` nothing changed in the set.
-    pub(crate) fn apply(&mut self, view: &ClusterView<'_>, change: JobChange) -> Option<bool> {
+    /// running, `None` nothing changed in the set. `queue` knows the sizes of
+    /// the jobs that waited.
+    pub(crate) fn apply<K: Ord + Copy>(
+        &mut self,
+        view: &ClusterView<'_>,
+        queue: &WaitQueue<K>,
+        change: JobChange,
+    ) -> Option<bool> {
         match change {
-            JobChange::Started(id) => self.insert(id, view.job(id).spec.gpus).then_some(true),
+            JobChange::Started(id) => self.insert(id, queue.size(view, id).gpus).then_some(true),
             JobChange::Stopped(id) | JobChange::Completed(id) | JobChange::Ended(id) => {
                 self.remove(id).then_some(false)
             }
@@ -124,8 +130,13 @@ pub(crate) fn remaining_us(job: &JobState, now: Time) -> u64 {
 
 /// A running-job index of a policy that ranks every job by one `u64` key.
 pub(crate) trait KeyIndex {
-    /// Applies the change log (and what else the key depends on) since the last pass.
-    fn sync(&mut self, view: &ClusterView<'_>);
+    /// Applies the change log (and what else the key depends on) since the
+    /// last pass; `queue`, synced first, knows the sizes of the jobs that waited.
+    fn sync(&mut self, view: &ClusterView<'_>, queue: &WaitQueue<u64>);
+    /// Whether `contested` may be asked (else every pass ranks all running jobs).
+    fn exact(&self) -> bool {
+        true
+    }
     fn set(&self) -> &RunningSet;
     /// The running jobs whose `(key, id)` is at or after `head` now, in key
     /// order, with their sizes, into `out`; returns their GPUs.
@@ -133,8 +144,8 @@ pub(crate) trait KeyIndex {
 }
 
 impl KeyIndex for SrtfIndex {
-    fn sync(&mut self, view: &ClusterView<'_>) {
-        SrtfIndex::sync(self, view);
+    fn sync(&mut self, view: &ClusterView<'_>, queue: &WaitQueue<u64>) {
+        SrtfIndex::sync(self, view, queue);
     }
     fn set(&self) -> &RunningSet {
         &self.set
@@ -145,8 +156,11 @@ impl KeyIndex for SrtfIndex {
 }
 
 impl KeyIndex for LasIndex {
-    fn sync(&mut self, view: &ClusterView<'_>) {
-        LasIndex::sync(self, view);
+    fn sync(&mut self, view: &ClusterView<'_>, queue: &WaitQueue<u64>) {
+        LasIndex::sync(self, view, queue);
+    }
+    fn exact(&self) -> bool {
+        self.overflowed == 0
     }
     fn set(&self) -> &RunningSet {
         &self.set
@@ -182,9 +196,9 @@ impl<I: KeyIndex> Ranked<I> {
         placement: Placement,
     ) -> Decision {
         self.queue.sync(view, &key);
-        self.index.sync(view);
+        self.index.sync(view, &self.queue);
         self.held.sync(view);
-        let decision = match self.index.set().settled_total(view) {
+        let decision = match self.index.set().settled_total(view).filter(|_| self.index.exact()) {
             Some(running_gpus) => {
                 self.contested.clear();
                 let gpus = match self.queue.iter().next() {
@@ -235,10 +249,10 @@ pub(crate) struct SrtfIndex {
 impl SrtfIndex {
     /// Applies the change log and the progress reports: a job that started,
     /// was resized or reported progress gets its key afresh.
-    fn sync(&mut self, view: &ClusterView<'_>) {
+    fn sync(&mut self, view: &ClusterView<'_>, queue: &WaitQueue<u64>) {
         let key = |job: &JobState| remaining_us(job, view.now);
         for &change in view.changes {
-            match (self.set.apply(view, change), change) {
+            match (self.set.apply(view, queue, change), change) {
                 (Some(true), JobChange::Started(id)) => {
                     let k = key(view.job(id));
                     self.insert(id, k);
@@ -298,8 +312,10 @@ impl SrtfIndex {
             self.order.insert((k, id));
             self.cached[id.index()] = k;
         }
-        // Nearly in order already (keys fall at similar rates): a merge of runs.
-        out.sort_by_key(|entry| entry.0);
+        // The cached order is not the fresh one (keys cached at different times
+        // have fallen by different amounts): a full sort, in place (the keys
+        // are distinct, so an unstable sort gives the one order).
+        out.sort_unstable_by_key(|entry| entry.0);
         gpus
     }
 }
@@ -307,32 +323,43 @@ impl SrtfIndex {
 /// LAS's running jobs grouped by their GPUs (the slope of attained service in
 /// time), each group ordered by `(intercept, id)` where a job's attained
 /// service at `now` is `slope x now + intercept`.
+///
+/// Intercepts are kept as `i64` (a 16-byte key, half the tree of an `i128`
+/// one); a job whose intercept does not fit (`OVERFLOWED`: a slope times a
+/// start time past 2^63, never on a real trace) is counted instead, and while
+/// one runs the passes rank every running job (`KeyIndex::exact`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LasIndex {
     pub(crate) set: RunningSet,
     /// `(slope, intercept)` of each running job, by job index.
-    line: Vec<(u64, i128)>,
-    groups: BTreeMap<u64, BTreeMap<(i128, JobId), JobSize>>,
+    line: Vec<(u64, i64)>,
+    groups: BTreeMap<u64, BTreeMap<(i64, JobId), JobSize>>,
+    /// Running jobs whose intercept is `OVERFLOWED` (in no group).
+    overflowed: usize,
     /// Where each group's contested jobs start and end in a pass's list, and
-    /// the list merged and the jobs outside the longest run (buffers kept to
-    /// reuse their allocations).
+    /// the list merged (buffers kept to reuse their allocations).
     runs: Vec<(usize, usize)>,
     merged: Vec<Sized<u64>>,
-    rest: Vec<Sized<u64>>,
 }
+
+/// The intercept of a job whose line does not fit an `i64` (no `i64`
+/// intercept is this: the conversion below maps it here too).
+const OVERFLOWED: i64 = i64::MIN;
 
 impl LasIndex {
     /// Applies the change log: a job that started or was resized gets its line afresh.
-    fn sync(&mut self, view: &ClusterView<'_>) {
+    fn sync(&mut self, view: &ClusterView<'_>, queue: &WaitQueue<u64>) {
         for &change in view.changes {
-            match (self.set.apply(view, change), change) {
-                (Some(true), JobChange::Started(id)) => self.insert(view.job(id)),
+            match (self.set.apply(view, queue, change), change) {
+                (Some(true), JobChange::Started(id)) => {
+                    self.insert(view.job(id), queue.size(view, id).tenant)
+                }
                 (Some(false), JobChange::Stopped(id) | JobChange::Completed(id) | JobChange::Ended(id)) => {
                     self.remove(id);
                 }
                 (None, JobChange::Resized(id)) if self.set.contains(id) => {
                     self.remove(id);
-                    self.insert(view.job(id));
+                    self.insert(view.job(id), queue.size(view, id).tenant);
                 }
                 _ => {}
             }
@@ -341,21 +368,30 @@ impl LasIndex {
 
     /// Attained GPU-µs at `now` = attained_before + (now - gpus_since) x gpus
     /// = gpus x now + (attained_before - gpus x gpus_since).
-    fn insert(&mut self, job: &JobState) {
+    fn insert(&mut self, job: &JobState, tenant: cotenant_core::TenantId) {
         let id = job.id();
         let slope = job.gpus.len() as u64;
         let intercept =
             i128::from(job.attained_before_gpu_us) - i128::from(slope) * i128::from(job.gpus_since.0);
+        let intercept = i64::try_from(intercept).unwrap_or(OVERFLOWED);
         if id.index() >= self.line.len() {
             self.line.resize(id.index() + 1, (0, 0));
         }
         self.line[id.index()] = (slope, intercept);
-        let size = JobSize { gpus: self.set.gpus(id), tenant: job.spec.tenant };
+        if intercept == OVERFLOWED {
+            self.overflowed += 1;
+            return;
+        }
+        let size = JobSize { gpus: self.set.gpus(id), tenant };
         self.groups.entry(slope).or_default().insert((intercept, id), size);
     }
 
     fn remove(&mut self, id: JobId) {
         let (slope, intercept) = self.line[id.index()];
+        if intercept == OVERFLOWED {
+            self.overflowed -= 1;
+            return;
+        }
         if let Some(group) = self.groups.get_mut(&slope) {
             group.remove(&(intercept, id));
             if group.is_empty() {
@@ -373,11 +409,13 @@ impl LasIndex {
         let mut gpus = 0;
         for (&slope, group) in &self.groups {
             let at_now = i128::from(slope) * now;
-            // slope x now + c >= key  <=>  c >= key - slope x now (ties by id).
-            let from = (i128::from(head.0) - at_now, head.1);
+            // slope x now + c >= key  <=>  c >= key - slope x now (ties by id);
+            // every intercept in a group lies strictly between i64::MIN and i64::MAX + 1.
+            let from = i128::from(head.0) - at_now;
+            let Ok(from) = i64::try_from(from.max(i128::from(i64::MIN))) else { continue };
             let start = out.len();
-            for (&(intercept, id), &size) in group.range(from..) {
-                let key = (at_now + intercept) as u64;
+            for (&(intercept, id), &size) in group.range((from, head.1)..) {
+                let key = (at_now + i128::from(intercept)) as u64;
                 debug_assert_eq!(key, view.job(id).attained_gpu_us(view.now), "{id}: LAS line");
                 out.push(((key, id), size));
                 gpus += u64::from(size.gpus);
@@ -386,11 +424,10 @@ impl LasIndex {
                 self.runs.push((start, out.len()));
             }
         }
-        // Each group's run is in key order; most jobs are in one of them (the
-        // 1-GPU group, on the traces measured): the others are sorted together
-        // and merged with it.
+        // Each group's run is in key order: they are merged (no sort), taking
+        // from one run as long as it stays ahead of every other.
         if self.runs.len() > 1 {
-            merge_runs(out, &self.runs, &mut self.merged, &mut self.rest);
+            merge_runs(out, &mut self.runs, &mut self.merged);
             std::mem::swap(out, &mut self.merged);
         }
         gpus
@@ -398,31 +435,69 @@ impl LasIndex {
 }
 
 /// Merges the sorted runs `runs` (start, end) of `list` into `merged`, in
-/// `(key, id)` order: the jobs outside the longest run sorted (in `rest`),
-/// then merged with that run.
-fn merge_runs<K: Ord + Copy>(
-    list: &[Sized<K>],
-    runs: &[(usize, usize)],
-    merged: &mut Vec<Sized<K>>,
-    rest: &mut Vec<Sized<K>>,
-) {
-    let Some(&(start, end)) = runs.iter().max_by_key(|&&(start, end)| end - start) else { return };
-    rest.clear();
-    rest.extend_from_slice(&list[..start]);
-    rest.extend_from_slice(&list[end..]);
-    rest.sort_unstable_by_key(|entry| entry.0);
-    let (mut long, mut short) = (list[start..end].iter().peekable(), rest.iter().peekable());
+/// `(key, id)` order (keys are distinct), consuming `runs`: the run whose head
+/// is least gives every entry ahead of the next least head in one step, so a
+/// merge costs one comparison per entry plus O(runs) per change of run, and
+/// most entries are in one run (the 1-GPU group, on the traces measured).
+fn merge_runs<K: Ord + Copy>(list: &[Sized<K>], runs: &mut Vec<(usize, usize)>, merged: &mut Vec<Sized<K>>) {
     merged.clear();
     merged.reserve(list.len());
-    while let (Some(a), Some(b)) = (long.peek(), short.peek()) {
-        if a.0 < b.0 {
-            merged.push(**a);
-            long.next();
+    runs.retain(|&(start, end)| start < end);
+    while runs.len() > 1 {
+        // The run with the least head, and the least head of the others.
+        let (mut least, mut second) = (0, 1);
+        if list[runs[1].0].0 < list[runs[0].0].0 {
+            (least, second) = (1, 0);
+        }
+        for r in 2..runs.len() {
+            let head = list[runs[r].0].0;
+            if head < list[runs[least].0].0 {
+                (least, second) = (r, least);
+            } else if head < list[runs[second].0].0 {
+                second = r;
+            }
+        }
+        let bound = list[runs[second].0].0;
+        let (start, end) = runs[least];
+        let taken = list[start..end].iter().take_while(|entry| entry.0 < bound).count();
+        merged.extend_from_slice(&list[start..start + taken]);
+        if start + taken == end {
+            runs.swap_remove(least);
         } else {
-            merged.push(**b);
-            short.next();
+            runs[least].0 = start + taken;
         }
     }
-    merged.extend(long);
-    merged.extend(short);
+    if let Some(&(start, end)) = runs.first() {
+        merged.extend_from_slice(&list[start..end]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cotenant_core::TenantId;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Merging a list's sorted runs gives the list sorted, whatever the
+        /// runs' number, lengths and interleaving.
+        #[test]
+        fn merge_runs_sorts_the_list(
+            groups in proptest::collection::vec(proptest::collection::btree_set(0u64..200, 0..40), 1..8),
+        ) {
+            let mut list: Vec<Sized<u64>> = Vec::new();
+            let mut runs = Vec::new();
+            for (g, keys) in groups.iter().enumerate() {
+                let start = list.len();
+                let size = JobSize { gpus: g as u32 + 1, tenant: TenantId(0) };
+                list.extend(keys.iter().map(|&k| ((k, JobId(g as u32)), size)));
+                runs.push((start, list.len()));
+            }
+            let mut expected = list.clone();
+            expected.sort_unstable_by_key(|entry| entry.0);
+            let mut merged = Vec::new();
+            merge_runs(&list, &mut runs, &mut merged);
+            prop_assert_eq!(merged, expected);
+        }
+    }
 }

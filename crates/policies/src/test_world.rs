@@ -52,6 +52,12 @@ pub(crate) fn case() -> impl Strategy<Value = Case> {
 
 /// Runs `case` to completion under `policy` (which checks itself as it goes).
 pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) {
+    run_from(case, policy, 0);
+}
+
+/// [`run`] with every arrival and node event `base_s` seconds later (a run far
+/// into the clock's range).
+pub(crate) fn run_from(case: &Case, policy: Box<dyn Policy>, base_s: u64) {
     let tenants: Vec<TenantSpec> = case
         .limits
         .iter()
@@ -63,7 +69,7 @@ pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) {
         .iter()
         .enumerate()
         .map(|(i, &(at, tenant, gpus, work, estimate))| {
-            let mut spec = JobSpec::new(i as u32, tenant, Time::from_secs(at), gpus, work);
+            let mut spec = JobSpec::new(i as u32, tenant, Time::from_secs(base_s + at), gpus, work);
             spec.duration_estimate = estimate.then(|| Span::from_secs_f64_ceil(work));
             spec
         })
@@ -76,7 +82,7 @@ pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) {
     let (mut next_arrival, mut next_node) = (0, 0);
     for _ in 0..200_000 {
         let arrival = specs.get(next_arrival).map(|j| j.arrival);
-        let node_at = case.node_events.get(next_node).map(|e| Time::from_secs(e.0));
+        let node_at = case.node_events.get(next_node).map(|e| Time::from_secs(base_s + e.0));
         let finish = started_at
             .iter()
             .enumerate()
@@ -101,7 +107,7 @@ pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) {
             next_arrival += 1;
         }
         while let Some(&(_, node, up)) =
-            case.node_events.get(next_node).filter(|e| Time::from_secs(e.0) == now)
+            case.node_events.get(next_node).filter(|e| Time::from_secs(base_s + e.0) == now)
         {
             let node = cotenant_core::NodeId(node);
             inputs.push(if up { Input::NodeUp(node) } else { Input::NodeDown(node) });

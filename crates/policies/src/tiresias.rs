@@ -39,9 +39,12 @@ pub enum DemotionTimer {
 /// the jobs that change, not to the queue.
 type Key = (u32, u8, i64);
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct JobInfo {
     live: bool,
+    /// Its requested GPUs and tenant, read from its spec once at submission
+    /// (a job's spec never changes; the spec is a cache miss at every later read).
+    size: JobSize,
     running: bool,
     queue: u32,
     part: u8,
@@ -58,6 +61,24 @@ struct JobInfo {
     demote_at: Option<Time>,
     /// Its entry in `promotions`.
     promote_at: Option<Time>,
+}
+
+impl Default for JobInfo {
+    fn default() -> JobInfo {
+        JobInfo {
+            live: false,
+            size: JobSize::UNKNOWN,
+            running: false,
+            queue: 0,
+            part: 0,
+            seq: 0,
+            promoted_at: 0,
+            last_pending: 0,
+            waiting_since: None,
+            demote_at: None,
+            promote_at: None,
+        }
+    }
 }
 
 impl JobInfo {
@@ -143,6 +164,14 @@ impl Tiresias {
             self.jobs.resize(id.index() + 1, JobInfo::default());
         }
         &mut self.jobs[id.index()]
+    }
+
+    /// A job's requested GPUs and tenant (from its spec for a job not seen submitted).
+    fn size(&self, view: &ClusterView<'_>, id: JobId) -> JobSize {
+        match self.jobs.get(id.index()) {
+            Some(info) if info.live => info.size,
+            _ => JobSize::of(view.job(id)),
+        }
     }
 
     fn last_queue(&self) -> u32 {
@@ -253,22 +282,23 @@ impl Tiresias {
         for change in view.changes {
             match *change {
                 JobChange::Submitted(id) => {
-                    *self.info(id) = JobInfo { live: true, ..JobInfo::default() };
+                    let size = JobSize::of(view.job(id));
+                    *self.info(id) = JobInfo { live: true, size, ..JobInfo::default() };
                     arrivals.push(id);
                 }
                 JobChange::Stopped(id) => {
                     if self.jobs[id.index()].running {
                         self.on_stop(view, id);
                     }
-                    let spec = &view.job(id).spec;
-                    self.waiting.insert(id, self.jobs[id.index()].key(), spec.gpus, spec.tenant);
+                    let size = self.size(view, id);
+                    self.waiting.insert(id, self.jobs[id.index()].key(), size.gpus, size.tenant);
                 }
                 JobChange::Started(id) => {
                     self.waiting.remove(id);
                     if !self.jobs[id.index()].running {
                         self.on_start(view, id);
                         let key = self.jobs[id.index()].key();
-                        let size = JobSize::of(view.job(id));
+                        let size = self.size(view, id);
                         self.running.insert((key, id), size);
                         self.running_set.insert(id, size.gpus);
                     }
@@ -288,8 +318,8 @@ impl Tiresias {
             let seq = self.seq();
             let info = &mut self.jobs[id.index()];
             (info.queue, info.part, info.seq) = (0, 1, seq);
-            let spec = &view.job(id).spec;
-            self.waiting.insert(id, info.key(), spec.gpus, spec.tenant);
+            let (key, size) = (info.key(), info.size);
+            self.waiting.insert(id, key, size.gpus, size.tenant);
         }
 
         let mut demoted = Vec::new();
@@ -382,9 +412,9 @@ impl Tiresias {
         to_running.sort_unstable();
         for (_, id) in to_running {
             let seq = self.seq();
+            let size = self.size(view, id);
             let info = &mut self.jobs[id.index()];
             (info.part, info.seq) = (0, seq);
-            let size = JobSize::of(view.job(id));
             self.running.insert((info.key(), id), size);
             self.running_set.insert(id, size.gpus);
         }
