@@ -41,6 +41,10 @@ pub enum GavelRatesError {
     MissingRate { key: String, gpu_type: String, job: u32 },
 }
 
+/// One job type's isolated rates: (scale factor, per table GPU type
+/// `[consolidated, unconsolidated]`) for each scale factor the table has.
+type AloneRates = Vec<(u32, Vec<[Option<f64>; 2]>)>;
+
 /// Rates from a throughput table for one workload on one cluster.
 #[derive(Clone, Debug)]
 pub struct GavelRates {
@@ -50,6 +54,11 @@ pub struct GavelRates {
     /// Table GPU type index of each cluster GPU type (by `GpuTypeId`).
     table_type_of: Vec<Option<usize>>,
     consolidation: Consolidation,
+    /// Each workload job type's isolated rates, by scale factor: (scale factor,
+    /// per table GPU type `[consolidated, unconsolidated]` as the table's
+    /// getters give them), read once here so that a rate costs no key (a
+    /// `String` copy) and no tree search of the table.
+    alone: Vec<AloneRates>,
 }
 
 impl GavelRates {
@@ -73,7 +82,22 @@ impl GavelRates {
             }
             table_type_of.push(index);
         }
-        Ok(GavelRates { table, job_types, table_type_of, consolidation })
+        let alone = job_types
+            .iter()
+            .map(|model| {
+                table
+                    .job_types()
+                    .filter(|key| key.model == *model)
+                    .map(|key| {
+                        let rates = (0..table.gpu_types().len())
+                            .map(|t| [table.consolidated(key, t), table.unconsolidated(key, t)])
+                            .collect();
+                        (key.scale_factor, rates)
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(GavelRates { table, job_types, table_type_of, consolidation, alone })
     }
 
     /// Checks that every job has an isolated rate on every cluster GPU type,
@@ -112,8 +136,11 @@ impl GavelRates {
     }
 }
 
-impl RateModel for GavelRates {
-    fn rate(&self, job: &JobSpec, placed: &Placed<'_>) -> f64 {
+impl GavelRates {
+    /// The plain [`RateModel::rate`] (a key and table lookups per call), which
+    /// the cached one is checked against in tests.
+    #[cfg(test)]
+    fn rate_plain(&self, job: &JobSpec, placed: &Placed<'_>) -> f64 {
         let (gpus, partners, cluster) = (placed.gpus, placed.partners, placed.cluster);
         let (Some(&first), Ok(key)) = (gpus.first(), self.key(job)) else { return 0.0 };
         let Some(Some(t)) = self.table_type_of.get(cluster.gpu_type_of(first).index()).copied() else {
@@ -133,6 +160,45 @@ impl RateModel for GavelRates {
                 Some(pair) => pair.own_steps_per_s,
                 None => isolated / 2.0,
             },
+            many => isolated / (many.len() + 1) as f64,
+        }
+    }
+}
+
+impl RateModel for GavelRates {
+    fn rate(&self, job: &JobSpec, placed: &Placed<'_>) -> f64 {
+        let (gpus, partners, cluster) = (placed.gpus, placed.partners, placed.cluster);
+        // `key` succeeds exactly when the job names one of the workload's types.
+        let (Some(&first), Some(by_scale)) =
+            (gpus.first(), job.job_type.and_then(|t| self.alone.get(t as usize)))
+        else {
+            return 0.0;
+        };
+        let Some(Some(t)) = self.table_type_of.get(cluster.gpu_type_of(first).index()).copied() else {
+            return 0.0;
+        };
+        let spans_nodes = gpus.iter().any(|&g| cluster.node_of(g) != cluster.node_of(first));
+        let scale = job.gpus.max(1);
+        let [consolidated, unconsolidated] = by_scale
+            .iter()
+            .find(|(sf, _)| *sf == scale)
+            .and_then(|(_, rates)| rates.get(t).copied())
+            .unwrap_or([None, None]);
+        let isolated = if spans_nodes && self.consolidation == Consolidation::ByPlacement {
+            unconsolidated
+        } else {
+            consolidated
+        }
+        .unwrap_or(0.0);
+        match partners {
+            [] => isolated,
+            [partner] => {
+                let pair = self.key(job).ok().zip(self.key(partner).ok());
+                match pair.and_then(|(key, other)| self.table.colocated(&key, &other, t)) {
+                    Some(pair) => pair.own_steps_per_s,
+                    None => isolated / 2.0,
+                }
+            }
             many => isolated / (many.len() + 1) as f64,
         }
     }
@@ -194,6 +260,48 @@ mod tests {
         assert_eq!(always.rate(&a1, &placed(&[GpuId(0)], &[&b1], &c)), 6.0);
         assert_eq!(always.rate(&b1, &placed(&[GpuId(0)], &[&a1], &c)), 2.5, "no pair entry: time-sliced");
         always.check_jobs([&a1, &a2, &b1]).unwrap();
+    }
+
+    /// The rates read once at construction give, bit for bit, what the plain
+    /// lookups give: every job type (and one past the workload's, and none),
+    /// scale factor 0-3, every placement on one or two GPUs (within a node and
+    /// across nodes and types), alone, with each partner and with two, under
+    /// both consolidation rules. A seeded bug (the unconsolidated rate taken
+    /// whenever the rule is `ByPlacement` or the GPUs span nodes) fails it.
+    #[test]
+    fn cached_rates_are_the_plain_lookups() {
+        let c = cluster();
+        let names = vec!["A".to_string(), "B".to_string(), "C".to_string()];
+        let mut jobs = Vec::new();
+        for job_type in [Some(0), Some(1), Some(2), Some(3), None] {
+            for gpus in 0..4 {
+                let mut j = job(jobs.len() as u32, 0, gpus);
+                j.job_type = job_type;
+                jobs.push(j);
+            }
+        }
+        let placements: Vec<Vec<GpuId>> = (0..6)
+            .flat_map(|a| (0..6).map(move |b| if a == b { vec![GpuId(a)] } else { vec![GpuId(a), GpuId(b)] }))
+            .chain([vec![]])
+            .collect();
+        for consolidation in [Consolidation::Always, Consolidation::ByPlacement] {
+            let rates = GavelRates::new(table(), names.clone(), &c.spec().gpu_types, consolidation).unwrap();
+            for j in &jobs {
+                for gpus in &placements {
+                    let mut partner_sets: Vec<Vec<&JobSpec>> = vec![vec![]];
+                    partner_sets.extend(jobs.iter().map(|p| vec![p]));
+                    partner_sets.push(vec![&jobs[0], &jobs[5]]);
+                    for partners in &partner_sets {
+                        let at = placed(gpus, partners, &c);
+                        assert_eq!(
+                            rates.rate(j, &at).to_bits(),
+                            rates.rate_plain(j, &at).to_bits(),
+                            "{j:?} on {gpus:?} with {partners:?}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

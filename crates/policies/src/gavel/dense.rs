@@ -49,6 +49,10 @@ impl<T> JobTable<T> {
         self.values.is_empty()
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.values.len()
+    }
+
     /// Tracks `value` under `id`; returns the value it replaces, if any.
     pub(crate) fn insert(&mut self, id: JobId, value: T) -> Option<T> {
         if let Some(k) = self.position(id) {

@@ -305,6 +305,10 @@ struct Previous<'a> {
     entries: &'a [RoundEntry],
     /// Positions of `entries` in combination order; empty when they are in order.
     order: Vec<usize>,
+    /// Where the next lookup of entries in order is likely to hit: after the
+    /// last one found (a kept placement asks for its combinations in order, so
+    /// most lookups cost one comparison instead of a search).
+    next: std::cell::Cell<usize>,
 }
 
 impl<'a> Previous<'a> {
@@ -314,12 +318,18 @@ impl<'a> Previous<'a> {
             order.extend(0..entries.len());
             order.sort_unstable_by_key(|&k| entries[k].combo);
         }
-        Previous { entries, order }
+        Previous { entries, order, next: std::cell::Cell::new(0) }
     }
 
     fn find(&self, combo: Combo) -> Option<&'a RoundEntry> {
         let k = if self.order.is_empty() {
-            self.entries.binary_search_by_key(&combo, |e| e.combo).ok()?
+            let guess = self.next.get();
+            let k = match self.entries.get(guess) {
+                Some(entry) if entry.combo == combo => guess,
+                _ => self.entries.binary_search_by_key(&combo, |e| e.combo).ok()?,
+            };
+            self.next.set(k + 1);
+            k
         } else {
             self.order[self.order.binary_search_by_key(&combo, |&k| self.entries[k].combo).ok()?]
         };
@@ -379,6 +389,12 @@ pub struct Gavel {
     verdict_stamp: u64,
     /// An empty entry buffer for the next round (the one before last's).
     spare_entries: Vec<RoundEntry>,
+    /// The GPUs up per type, a steady round's check (buffer kept between rounds).
+    up_scratch: Vec<u32>,
+    /// The allocator's input of the last allocation, kept so that the next one
+    /// refills its rows (each job's rates copied into the row's own buffer)
+    /// instead of allocating one per job.
+    alloc_jobs: Vec<AllocJob>,
 }
 
 /// The outcome of a FIFO round whose greedy pass took every combination of
@@ -431,6 +447,8 @@ impl Gavel {
             positive: Vec::new(),
             verdict_stamp: 0,
             spare_entries: Vec::new(),
+            up_scratch: Vec::new(),
+            alloc_jobs: Vec::new(),
         }
     }
 
@@ -618,11 +636,16 @@ impl Gavel {
         let mut end = round.end;
         for entry in &mut round.entries {
             for &(id, target) in entry.targets.iter().flatten() {
-                if !self.jobs.contains_key(&id) || !view.job(id).is_running() {
+                if !self.jobs.contains_key(&id) {
                     continue;
                 }
-                let progress = view.job(id).progress;
-                let short = target - view.job(id).work_done(view.now);
+                // One lookup of the engine's job (not inlined across crates).
+                let job = view.job(id);
+                if !job.is_running() {
+                    continue;
+                }
+                let progress = job.progress;
+                let short = target - job.work_done(view.now);
                 if progress.rate <= 0.0 || !progress.rate.is_finite() || short <= 1e-9 * target.max(1.0) {
                     continue;
                 }
@@ -783,18 +806,29 @@ impl Gavel {
                 |t| if types.order.contains(&t) { view.cluster.gpus_of_type(GpuTypeId(t as u32)) } else { 0 },
             )
             .collect();
-        let jobs: Vec<AllocJob> = self
-            .jobs
-            .iter()
-            .map(|(&id, tracked)| AllocJob {
-                id,
-                steps_per_s: tracked.rates.clone(),
-                scale_factor: tracked.scale_factor,
-                weight: tracked.weight,
-                steps_remaining: (tracked.work - self.plan_done(view, id, now)).max(0.0).ceil(),
-                secs_since_arrival: clock_s - tracked.arrival.as_secs_f64(),
-            })
-            .collect();
+        let mut jobs = std::mem::take(&mut self.alloc_jobs);
+        jobs.truncate(self.jobs.len());
+        for (k, (&id, tracked)) in self.jobs.iter().enumerate() {
+            let steps_remaining = (tracked.work - self.plan_done(view, id, now)).max(0.0).ceil();
+            let secs_since_arrival = clock_s - tracked.arrival.as_secs_f64();
+            let Some(job) = jobs.get_mut(k) else {
+                jobs.push(AllocJob {
+                    id,
+                    steps_per_s: tracked.rates.clone(),
+                    scale_factor: tracked.scale_factor,
+                    weight: tracked.weight,
+                    steps_remaining,
+                    secs_since_arrival,
+                });
+                continue;
+            };
+            job.id = id;
+            job.steps_per_s.clone_from(&tracked.rates);
+            job.scale_factor = tracked.scale_factor;
+            job.weight = tracked.weight;
+            job.steps_remaining = steps_remaining;
+            job.secs_since_arrival = secs_since_arrival;
+        }
         // `jobs` is in id order (the table walks ids ascending): a pair's
         // members by binary search, no index map.
         let index = |id: JobId| jobs.binary_search_by_key(&id, |j| j.id).expect("pairs are of tracked jobs");
@@ -819,6 +853,7 @@ impl Gavel {
         self.positive.extend(
             self.allocation.iter().filter(|(_, x)| x.iter().any(|&v| v > 0.0)).map(|(&combo, _)| combo),
         );
+        self.alloc_jobs = jobs;
         self.stats.allocations += 1;
     }
 
@@ -1285,10 +1320,11 @@ impl Gavel {
         if self.need_update && (interval_over || self.last_reset_s == 0.0) {
             return None;
         }
+        up_gpus_into(view, self.worker_time_s.len(), &mut self.up_scratch);
         let jobs = &self.jobs;
         let steady = self.steady.as_mut()?;
         steady.chosen.retain(|(combo, _)| jobs.contains_key(&combo.jobs()[0]));
-        if steady.chosen.is_empty() || up_gpus_by_type(view, self.worker_time_s.len()) != steady.up {
+        if steady.chosen.is_empty() || self.up_scratch != steady.up {
             return None;
         }
         // `place` lists ghosts in the order the pass chose them, which follows
@@ -1522,9 +1558,17 @@ impl Gavel {
             order.extend(0..placed.len());
             order.sort_unstable_by_key(|&k| placed[k].combo);
         }
-        let find = |combo: Combo| -> Option<usize> {
+        // Previous entries in combination order (a kept placement's) ask in
+        // order too: try the place after the last one found first.
+        let mut next = 0usize;
+        let mut find = |combo: Combo| -> Option<usize> {
             if sorted {
-                placed.binary_search_by_key(&combo, |p| p.combo).ok()
+                let k = match placed.get(next) {
+                    Some(p) if p.combo == combo => next,
+                    _ => placed.binary_search_by_key(&combo, |p| p.combo).ok()?,
+                };
+                next = k + 1;
+                Some(k)
             } else {
                 order.binary_search_by_key(&combo, |&k| placed[k].combo).ok().map(|i| order[i])
             }
@@ -1648,7 +1692,15 @@ fn holdings<'a>(view: &ClusterView<'a>) -> Vec<Holding<'a>> {
 
 /// GPUs on up nodes, per cluster GPU type (`types` of them), in one pass over the nodes.
 fn up_gpus_by_type(view: &ClusterView<'_>, types: usize) -> Vec<u32> {
-    let mut up = vec![0u32; types];
+    let mut up = Vec::new();
+    up_gpus_into(view, types, &mut up);
+    up
+}
+
+/// [`up_gpus_by_type`] into `up` (its buffer reused: a steady round asks every round).
+fn up_gpus_into(view: &ClusterView<'_>, types: usize, up: &mut Vec<u32>) {
+    up.clear();
+    up.resize(types, 0);
     for n in 0..view.cluster.node_count() {
         let node = cotenant_core::NodeId(n as u32);
         if view.cluster.is_up(node) {
@@ -1658,7 +1710,6 @@ fn up_gpus_by_type(view: &ClusterView<'_>, types: usize) -> Vec<u32> {
             }
         }
     }
-    up
 }
 
 /// The plain per-type scan `up_gpus_by_type` replaces (checked against it in tests).

@@ -90,6 +90,16 @@ const STEP_TO_BOUNDARY: f64 = 0.99;
 /// (a `Bounds` floor alone): the analytic centre, by damped Newton on the
 /// log barrier.
 pub fn solve(problem: &Problem<'_>, start: Option<&[f64]>) -> Result<Solution, SolveError> {
+    solve_with(problem, start, true)
+}
+
+/// [`solve`], with the barrier finish's reuse of the accepted trial's slacks
+/// on or off (the tests check that both give the same bits).
+fn solve_with(
+    problem: &Problem<'_>,
+    start: Option<&[f64]>,
+    reuse_slacks: bool,
+) -> Result<Solution, SolveError> {
     check(problem)?;
     let m = problem.jobs;
     if m == 0 {
@@ -97,10 +107,13 @@ pub fn solve(problem: &Problem<'_>, start: Option<&[f64]>) -> Result<Solution, S
     }
     let mut state = State::new(problem, start)?;
     let mut work = Work::new(problem);
+    work.reuse_slacks = reuse_slacks;
     let has_objective = problem.linear.is_some() || matches!(problem.floor, Floor::MaxMin { .. });
     let steps = if has_objective {
         let constraints = constraint_count(problem) as f64;
         let (mut steps, gap) = state.primal_dual(problem, &mut work)?;
+        // Some of the primal-dual phase's exits leave `work.s` at another point.
+        work.s_current = false;
         // Finish on the central path of the log barrier from the barrier weight
         // the primal-dual iterate is close to: its limit is the analytic centre
         // of the optimal face, and its Newton steps stay accurate where the
@@ -271,18 +284,31 @@ fn slacks_into_dim<D: Dim>(d: D, p: &Problem<'_>, x: &[f64], t: f64, s: &mut [f6
     // in the same order.
     scratch!(acc, n);
     acc.copy_from_slice(p.capacity);
-    let coef = floor_coef(p);
-    for (i, (xi, scale)) in x.chunks_exact(n).zip(p.scale).enumerate() {
+    // One loop per floor kind, each over zipped rows (no bounds checks, no
+    // per-job match): the same operations in the same order.
+    let jobs = x.chunks_exact(n).zip(p.scale).zip(row.iter_mut());
+    let mut job = |xi: &[f64], scale: &f64, row: &mut f64| {
         let mut used = 0.0;
         for (c, v) in acc.iter_mut().zip(xi) {
             *c -= scale * v;
             used += v;
         }
-        row[i] = 1.0 - used;
-        match (p.floor, coef) {
-            (Floor::MaxMin { .. }, Some(c)) => floor[i] = dot(&c[i * n..(i + 1) * n], xi) - t,
-            (Floor::Bounds { lower, .. }, Some(c)) => floor[i] = dot(&c[i * n..(i + 1) * n], xi) - lower[i],
-            _ => {}
+        *row = 1.0 - used;
+    };
+    match p.floor {
+        Floor::None => jobs.for_each(|((xi, scale), row)| job(xi, scale, row)),
+        Floor::MaxMin { coef } => {
+            for (((xi, scale), row), (c, f)) in jobs.zip(coef.chunks_exact(n).zip(floor.iter_mut())) {
+                job(xi, scale, row);
+                *f = dot(c, xi) - t;
+            }
+        }
+        Floor::Bounds { coef, lower } => {
+            let floors = coef.chunks_exact(n).zip(lower).zip(floor.iter_mut());
+            for (((xi, scale), row), ((c, lower), f)) in jobs.zip(floors) {
+                job(xi, scale, row);
+                *f = dot(c, xi) - lower;
+            }
         }
     }
     cap.copy_from_slice(acc);
@@ -314,18 +340,28 @@ fn slack_change_dim<D: Dim>(d: D, p: &Problem<'_>, dx: &[f64], dt: f64, ds: &mut
     sx.copy_from_slice(dx);
     // Summed locally, as in `slacks_into_dim`.
     scratch!(acc, n);
-    let coef = floor_coef(p);
-    for (i, (di, scale)) in dx.chunks_exact(n).zip(p.scale).enumerate() {
+    let jobs = dx.chunks_exact(n).zip(p.scale).zip(row.iter_mut());
+    let mut job = |di: &[f64], scale: &f64, row: &mut f64| {
         let mut used = 0.0;
         for (c, v) in acc.iter_mut().zip(di) {
             *c -= scale * v;
             used += v;
         }
-        row[i] = -used;
-        match (p.floor, coef) {
-            (Floor::MaxMin { .. }, Some(c)) => floor[i] = dot(&c[i * n..(i + 1) * n], di) - dt,
-            (Floor::Bounds { .. }, Some(c)) => floor[i] = dot(&c[i * n..(i + 1) * n], di),
-            _ => {}
+        *row = -used;
+    };
+    match p.floor {
+        Floor::None => jobs.for_each(|((di, scale), row)| job(di, scale, row)),
+        Floor::MaxMin { coef } => {
+            for (((di, scale), row), (c, f)) in jobs.zip(coef.chunks_exact(n).zip(floor.iter_mut())) {
+                job(di, scale, row);
+                *f = dot(c, di) - dt;
+            }
+        }
+        Floor::Bounds { coef, .. } => {
+            for (((di, scale), row), (c, f)) in jobs.zip(coef.chunks_exact(n).zip(floor.iter_mut())) {
+                job(di, scale, row);
+                *f = dot(c, di);
+            }
         }
     }
     cap.copy_from_slice(acc);
@@ -341,16 +377,23 @@ fn transpose_apply_dim<D: Dim>(d: D, p: &Problem<'_>, v: &[f64], gx: &mut [f64])
     let (vx, rest) = v.split_at(m * n);
     let (cap, rest) = rest.split_at(n);
     let (row, floor) = rest.split_at(m);
-    let coef = floor_coef(p);
-    for i in 0..m {
-        let (vi, gi) = (&vx[i * n..(i + 1) * n], &mut gx[i * n..(i + 1) * n]);
-        let (scale, row) = (p.scale[i], row[i]);
-        for j in 0..n {
-            let mut g = -vi[j] + scale * cap[j] + row;
-            if let Some(c) = coef {
-                g -= c[i * n + j] * floor[i];
+    let jobs = vx.chunks_exact(n).zip(gx.chunks_exact_mut(n)).zip(p.scale.iter().zip(&row[..m]));
+    match floor_coef(p) {
+        None => {
+            for ((vi, gi), (scale, row)) in jobs {
+                for ((g, v), c) in gi.iter_mut().zip(vi).zip(cap) {
+                    *g = -v + scale * c + row;
+                }
             }
-            gi[j] = g;
+        }
+        Some(coef) => {
+            for (((vi, gi), (scale, row)), (ci, f)) in jobs.zip(coef.chunks_exact(n).zip(floor)) {
+                for (((g, v), c), cf) in gi.iter_mut().zip(vi).zip(cap).zip(ci) {
+                    let mut x = -v + scale * c + row;
+                    x -= cf * f;
+                    *g = x;
+                }
+            }
         }
     }
     if matches!(p.floor, Floor::MaxMin { .. }) {
@@ -404,6 +447,12 @@ struct Work {
     /// search's estimate (None-like when empty: some slack is too large).
     recip: Vec<f64>,
     kkt: Kkt,
+    /// Whether `s` holds the slacks of the current iterate: the barrier
+    /// finish's accepted trial leaves them in `v` (see [`State::center`]).
+    s_current: bool,
+    /// Take the accepted trial's slacks instead of recomputing them (off
+    /// only in the test that checks the two paths give the same solve).
+    reuse_slacks: bool,
 }
 
 impl Work {
@@ -430,6 +479,8 @@ impl Work {
             tmp: vec![0.0; k],
             recip: vec![0.0; k],
             kkt: Kkt::new(m, n),
+            s_current: false,
+            reuse_slacks: true,
         }
     }
 }
@@ -740,19 +791,33 @@ impl State {
     ) -> Result<(usize, bool), SolveError> {
         let maxmin = matches!(p.floor, Floor::MaxMin { .. });
         for step in 0..budget {
-            if !slacks_into(p, &self.x, self.t, &mut work.s) {
+            // The slacks of the current iterate: those of the trial the last
+            // step accepted (the same function of the same point, so the same
+            // bits; debug builds check it), or computed here.
+            if work.s_current {
+                #[cfg(debug_assertions)]
+                {
+                    let mut fresh = vec![0.0; work.s.len()];
+                    slacks_into(p, &self.x, self.t, &mut fresh);
+                    let same = fresh.iter().zip(&work.s).all(|(a, b)| a.to_bits() == b.to_bits());
+                    debug_assert!(same, "reused slacks differ from the iterate's");
+                }
+            } else if slacks_into(p, &self.x, self.t, &mut work.s) {
+                work.s_current = true;
+            } else {
                 return Err(SolveError::InfeasibleStart);
             }
             // Gradient: tau f + G^T (1 / s); Hessian G^T diag(1 / s^2) G.
-            for k in 0..work.s.len() {
-                work.v[k] = 1.0 / work.s[k];
-                work.w[k] = work.v[k] * work.v[k];
-            }
-            // The line search's estimate multiplies by these instead of
-            // dividing (see `log_ratio_estimate`); a slack above 1e300 would
+            // The line search's estimate multiplies by the reciprocals instead
+            // of dividing (see `log_ratio_estimate`); a slack above 1e300 would
             // make its reciprocal subnormal, and the exact sum decides then.
-            work.recip.copy_from_slice(&work.v);
-            let recip_normal = work.s.iter().all(|s| *s <= 1e300);
+            let mut recip_normal = true;
+            for (((v, w), r), s) in work.v.iter_mut().zip(&mut work.w).zip(&mut work.recip).zip(&work.s) {
+                *v = 1.0 / s;
+                *w = *v * *v;
+                *r = *v;
+                recip_normal &= *s <= 1e300;
+            }
             let gt = transpose_apply(p, &work.v, &mut work.rhs) + if maxmin { -tau } else { 0.0 };
             for (g, f) in work.rhs.iter_mut().zip(&work.fx) {
                 *g += tau * f;
@@ -795,6 +860,12 @@ impl State {
                 ) {
                     std::mem::swap(&mut self.x, &mut work.trial);
                     self.t = t;
+                    // `v` holds `slacks_into(p, x, t)` of the new iterate.
+                    if work.reuse_slacks {
+                        std::mem::swap(&mut work.s, &mut work.v);
+                    } else {
+                        work.s_current = false;
+                    }
                     break;
                 }
                 alpha *= 0.5;
@@ -866,17 +937,21 @@ fn log_ratio_estimate(a: &[f64], recip: &[f64]) -> Option<(f64, f64)> {
     let mut up = [1.0f64; 4];
     let (ac, qc) = (a.chunks_exact(4), recip.chunks_exact(4));
     let (ar, qr) = (ac.remainder(), qc.remainder());
+    // `r.max(1.0)` is `if r > 1.0 { r } else { 1.0 }` for every r (NaN
+    // included: both give 1.0), without the branch the compiler made of the
+    // `if` (a data-dependent jump per entry, where `perf annotate` put about a
+    // third of `center`'s samples).
     for (a, q) in ac.zip(qc) {
         for k in 0..4 {
             let r = a[k] * q[k];
             product[k] *= r;
-            up[k] *= if r > 1.0 { r } else { 1.0 };
+            up[k] *= r.max(1.0);
         }
     }
     for (k, (a, q)) in ar.iter().zip(qr).enumerate() {
         let r = a * q;
         product[k] *= r;
-        up[k] *= if r > 1.0 { r } else { 1.0 };
+        up[k] *= r.max(1.0);
     }
     let up = up[0] * up[1] * up[2] * up[3];
     let product = product[0] * product[1] * product[2] * product[3];
@@ -1300,6 +1375,15 @@ mod tests {
         (0..k).map(|_| (0.1 + lcg(seed)) * 10f64.powi((lcg(seed) * 24.0) as i32 - 12)).collect()
     }
 
+    /// Scale factors (1, 2, 4 or 8), capacities (1-9) and floor coefficients
+    /// of a random `m x n` problem.
+    fn instance(m: usize, n: usize, seed: &mut u64) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let scale = (0..m).map(|_| [1.0, 2.0, 4.0, 8.0][(lcg(seed) * 4.0) as usize]).collect();
+        let capacity = (0..n).map(|_| 1.0 + (lcg(seed) * 9.0).floor()).collect();
+        let coef = (0..m * n).map(|_| 0.05 + lcg(seed) * 5.0).collect();
+        (scale, capacity, coef)
+    }
+
     fn bits(v: &[f64]) -> Vec<u64> {
         v.iter().map(|v| v.to_bits()).collect()
     }
@@ -1389,6 +1473,45 @@ mod tests {
             }
         }
 
+        /// A whole solve that takes each accepted trial's slacks as the next
+        /// Newton step's (`solve`) gives bit for bit the solve that
+        /// recomputes them (`solve_with(.., false)`): the same x, t and step
+        /// count, on problems of every kind (max-min, linear objective, both,
+        /// and the analytic centre of `Bounds` rows). Debug builds also assert
+        /// the reused slacks against recomputed ones at every step; a seeded
+        /// bug, the swap left out (the previous iterate's slacks kept), fails
+        /// it at once.
+        #[test]
+        fn reused_slacks_give_the_same_solve(m in 1usize..25, n in 1usize..6, kind in 0usize..4, seed in any::<u64>()) {
+            let mut seed = seed;
+            let (scale, capacity, coef) = instance(m, n, &mut seed);
+            let linear: Vec<f64> = (0..m * n).map(|_| lcg(&mut seed)).collect();
+            // Bounds rows at a random fraction of the default start's values,
+            // so that start is strictly feasible.
+            let plain_problem = Problem { jobs: m, types: n, scale: &scale, capacity: &capacity, linear: None, floor: Floor::None };
+            let x0 = State::new(&plain_problem, None).expect("the default start is interior").x;
+            let lower: Vec<f64> =
+                (0..m).map(|i| lcg(&mut seed) * dot(&coef[i * n..(i + 1) * n], &x0[i * n..(i + 1) * n])).collect();
+            let (linear, floor) = match kind {
+                0 => (None, Floor::MaxMin { coef: &coef }),
+                1 => (Some(&linear[..]), Floor::None),
+                2 => (Some(&linear[..]), Floor::MaxMin { coef: &coef }),
+                _ => (None, Floor::Bounds { coef: &coef, lower: &lower }),
+            };
+            let p = Problem { jobs: m, types: n, scale: &scale, capacity: &capacity, linear, floor };
+            let start = matches!(floor, Floor::Bounds { .. }).then_some(x0);
+            let fast = solve_with(&p, start.as_deref(), true);
+            let plain = solve_with(&p, start.as_deref(), false);
+            match (fast, plain) {
+                (Ok(fast), Ok(plain)) => {
+                    prop_assert_eq!(bits(&fast.x), bits(&plain.x));
+                    prop_assert_eq!(fast.t.map(f64::to_bits), plain.t.map(f64::to_bits));
+                    prop_assert_eq!(fast.newton_steps, plain.newton_steps);
+                }
+                (fast, plain) => prop_assert_eq!(fast, plain),
+            }
+        }
+
         /// The specialized kernels (1-4 types unrolled, any other count at
         /// run time) give bit for bit what the kernels at 0efcfba gave, for
         /// every floor kind: factoring, solving, the t column's Schur
@@ -1397,9 +1520,7 @@ mod tests {
         #[test]
         fn kernels_match_the_old_path_bit_for_bit(m in 1usize..30, n in 1usize..7, floor in 0usize..3, seed in any::<u64>()) {
             let mut seed = seed;
-            let scale: Vec<f64> = (0..m).map(|_| [1.0, 2.0, 4.0, 8.0][(lcg(&mut seed) * 4.0) as usize]).collect();
-            let capacity: Vec<f64> = (0..n).map(|_| 1.0 + (lcg(&mut seed) * 9.0).floor()).collect();
-            let coef: Vec<f64> = (0..m * n).map(|_| 0.05 + lcg(&mut seed) * 5.0).collect();
+            let (scale, capacity, coef) = instance(m, n, &mut seed);
             let lower: Vec<f64> = (0..m).map(|_| lcg(&mut seed)).collect();
             let floor = match floor {
                 0 => Floor::None,
