@@ -83,8 +83,8 @@ pub fn run(mut args: BenchArgs) -> Result<()> {
         floor.secs_per_event * 1e9,
         floor.events
     );
-    println!("| policy | wall (s) | floor (ms) | wall / floor | events | events/s | jobs/s | scheduling passes | mean JCT (h) |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| policy | wall (s) | floor (ms) | wall / floor | events | events/s | jobs/s | scheduling passes | preemptions | mean JCT (h) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let policies = build_policies(&args.run, &prepared)?;
     // The runs refer to the workload's specs instead of copying them (as `sim` does).
     let jobs = share_jobs(&mut prepared);
@@ -93,7 +93,7 @@ pub fn run(mut args: BenchArgs) -> Result<()> {
         let summary = summarize(&result);
         let floor_secs = floor.secs_per_event * summary.events as f64;
         println!(
-            "| {} | {:.2} | {:.1} | {:.0} | {} | {:.0} | {:.0} | {} | {:.2} |",
+            "| {} | {:.2} | {:.1} | {:.0} | {} | {:.0} | {:.0} | {} | {} | {:.2} |",
             summary.policy,
             wall,
             floor_secs * 1e3,
@@ -102,6 +102,7 @@ pub fn run(mut args: BenchArgs) -> Result<()> {
             summary.events as f64 / wall,
             summary.jobs as f64 / wall,
             summary.scheduling_passes,
+            summary.preemptions,
             summary.jct.mean / 3600.0
         );
     }

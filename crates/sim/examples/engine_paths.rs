@@ -131,16 +131,22 @@ fn preempt_restart() -> f64 {
     })
 }
 
-fn usage_advance() -> f64 {
+/// `defer`: whole-GPU tenants' steps added up when they change (as the simulator
+/// runs it), else every tenant at every step.
+fn usage_advance(defer: bool) -> f64 {
     let steps = 1_000_000u64;
     best_ns(steps, || {
         let mut usage = UsageTracker::new(100, 512, Span::from_secs(3600));
-        usage.tenant_gpu_parts[3] = 8 * GPU_PARTS;
-        usage.tenant_gpu_parts[40] = 2 * GPU_PARTS;
-        usage.tenant_waiting[77] = 4;
+        if defer {
+            usage.defer();
+        }
+        usage.set_tenant_gpu_parts(3, 8 * GPU_PARTS);
+        usage.set_tenant_gpu_parts(40, 2 * GPU_PARTS);
+        usage.set_tenant_waiting(77, 4);
         for s in 1..=steps {
             usage.advance(Time::from_secs(s));
         }
+        usage.settle();
         std::hint::black_box(usage.busy_gpu_us);
     })
 }
@@ -175,7 +181,14 @@ fn main() {
     println!("| 16 GPUs across nodes, 5,000 nodes | {:.0} |", free_map_place(16, 2_000));
     println!("| engine step (fifo, submit or complete) | {:.0} |", engine_step());
     println!("| preempt + restart, per cycle (256 jobs, 32 x 8 GPUs) | {:.0} |", preempt_restart());
-    println!("| usage advance, 100 tenants, 3 active | {:.1} |", usage_advance());
+    println!(
+        "| usage advance, 100 tenants, 3 active, every tenant at every step | {:.1} |",
+        usage_advance(false)
+    );
+    println!(
+        "| usage advance, 100 tenants, 3 active, whole-GPU steps deferred | {:.1} |",
+        usage_advance(true)
+    );
     println!("| simulate, fifo, 200,000 jobs, per event | {:.0} |", whole_run(false));
     println!("| simulate_shared, fifo, 200,000 jobs, per event | {:.0} |", whole_run(true));
     println!();
