@@ -367,6 +367,15 @@ impl Engine {
     pub fn job(&self, id: JobId) -> Option<&JobState> {
         self.jobs.get(id.index()).and_then(Option::as_ref)
     }
+    /// Hands over the job table (indexed by job id; `None` for ids never submitted)
+    /// and leaves the engine without jobs, pending or running: for a simulator that
+    /// reads every job's final state once its run is over, and frees the table as it
+    /// goes. The engine must not step again.
+    pub fn take_job_states(&mut self) -> Vec<Option<JobState>> {
+        self.pending = JobSet::new();
+        self.running = JobSet::new();
+        std::mem::take(&mut self.jobs)
+    }
     pub fn pending(&self) -> &JobSet {
         &self.pending
     }

@@ -304,6 +304,11 @@ struct StaleTimes {
     visit_all: bool,
 }
 
+/// The records are made in this many chunks (at least [`MIN_RECORD_CHUNK`] jobs
+/// each), freeing the job tables behind each ([`Run::records`]).
+const RECORD_CHUNKS: usize = 16;
+const MIN_RECORD_CHUNK: usize = if cfg!(test) { 3 } else { 4096 };
+
 /// Fewest stale events in the heap that make it worth rebuilding (low in unit
 /// tests, so that small runs rebuild it often).
 const COMPACT_AT_STALE: usize = if cfg!(test) { 2 } else { 64 };
@@ -883,7 +888,36 @@ impl<'a> Run<'a> {
     /// `Command::Start` or `StartShared`. The loop used to write all of these into
     /// the records as they happened (a cache miss per job and event); the unit
     /// tests still do, and compare.
-    fn records(&self) -> Vec<JobRecord> {
+    ///
+    /// The engine's job table and the world's jobs are freed as the records are made,
+    /// from the last job back (the records are then reversed): at a million jobs the
+    /// records need not be held beside them (peak memory).
+    fn records(&mut self) -> Vec<JobRecord> {
+        let mut states = self.engine.take_job_states();
+        let mut world = std::mem::take(&mut self.world);
+        let n = self.jobs.len();
+        let mut records = Vec::with_capacity(n);
+        let chunk = (n / RECORD_CHUNKS).max(MIN_RECORD_CHUNK);
+        let mut end = n;
+        while end > 0 {
+            let start = end.saturating_sub(chunk);
+            for index in (start..end).rev() {
+                let state = states.get(index).and_then(Option::as_ref);
+                records.push(self.record(&self.jobs[index], state, &world[index]));
+            }
+            // Shrinking a large table gives its tail back to the system.
+            world.truncate(start);
+            world.shrink_to_fit();
+            states.truncate(start);
+            states.shrink_to_fit();
+            end = start;
+        }
+        records.reverse();
+        records
+    }
+
+    /// One job's record (see [`Run::records`]).
+    fn record(&self, spec: &JobSpec, state: Option<&cotenant_core::JobState>, world: &WorldJob) -> JobRecord {
         let unfinished = |state: Option<&cotenant_core::JobState>| match state {
             _ if matches!(self.early_stop, Some(EarlyStop::StepLimit { .. })) => {
                 "the run hit its step limit (a livelock?)".to_string()
@@ -898,36 +932,29 @@ impl<'a> Run<'a> {
                 None => "still waiting at the end of the run".to_string(),
             },
         };
-        self.jobs
-            .iter()
-            .zip(&self.world)
-            .map(|(spec, world)| {
-                let state = self.engine.job(spec.id);
-                let (end, outcome) = match state.map(|s| (s.phase, s.phase_since)) {
-                    Some((Phase::Completed, at)) => (Some(at), Outcome::Completed),
-                    Some((Phase::Ended(reason), at)) => (Some(at), Outcome::Ended(reason)),
-                    _ => (None, Outcome::Unfinished(unfinished(state))),
-                };
-                let (resizes, scaling_overhead_gpu_us) =
-                    self.scaling.get(spec.id.index()).copied().unwrap_or_default();
-                JobRecord {
-                    id: spec.id,
-                    tenant: spec.tenant,
-                    arrival: spec.arrival,
-                    gpus: spec.gpus,
-                    work: spec.work,
-                    first_start: state.and_then(|s| s.first_start),
-                    end,
-                    outcome,
-                    preemptions: state.map_or(0, |s| s.preemptions),
-                    held_gpu_us: world.held_gpu_us(),
-                    lost_gpu_us: world.lost_gpu_us(),
-                    held_part_us: world.held_part_us(),
-                    resizes,
-                    scaling_overhead_gpu_us,
-                }
-            })
-            .collect()
+        let (end, outcome) = match state.map(|s| (s.phase, s.phase_since)) {
+            Some((Phase::Completed, at)) => (Some(at), Outcome::Completed),
+            Some((Phase::Ended(reason), at)) => (Some(at), Outcome::Ended(reason)),
+            _ => (None, Outcome::Unfinished(unfinished(state))),
+        };
+        let (resizes, scaling_overhead_gpu_us) =
+            self.scaling.get(spec.id.index()).copied().unwrap_or_default();
+        JobRecord {
+            id: spec.id,
+            tenant: spec.tenant,
+            arrival: spec.arrival,
+            gpus: spec.gpus,
+            work: spec.work,
+            first_start: state.and_then(|s| s.first_start),
+            end,
+            outcome,
+            preemptions: state.map_or(0, |s| s.preemptions),
+            held_gpu_us: world.held_gpu_us(),
+            lost_gpu_us: world.lost_gpu_us(),
+            held_part_us: world.held_part_us(),
+            resizes,
+            scaling_overhead_gpu_us,
+        }
     }
 
     fn finish(mut self) -> Result<SimResult, SimError> {
@@ -1174,5 +1201,6 @@ mod tests {
             let slow = simulate_visiting_stale(&jobs, &tenants, cluster, policy(name), rates, &config);
             prop_assert_eq!(format!("{fast:?}"), format!("{slow:?}"));
         }
+
     }
 }
