@@ -1,7 +1,7 @@
 //! The event loop: feeds the engine arrivals, completions and timers in time
 //! order, applies its commands to the world model, and records what happened.
 
-use std::cmp::Reverse;
+use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
@@ -228,6 +228,47 @@ enum Event {
     Stale,
 }
 
+/// An event in the loop's queue, due `at`; `sequence` counts the pushes (unique).
+/// The heap pops the earliest time first, and among equal times the first pushed:
+/// the order of `Reverse((at, sequence, event))`, which never reached the event
+/// since no two entries share a sequence number. Compared here as one 128-bit key.
+#[derive(Clone, Copy, Debug)]
+struct Queued {
+    at: Time,
+    sequence: u64,
+    event: Event,
+}
+
+impl Queued {
+    #[inline]
+    fn key(&self) -> u128 {
+        (u128::from(self.at.0) << 64) | u128::from(self.sequence)
+    }
+}
+
+impl Ord for Queued {
+    /// Reversed: `BinaryHeap` is a max-heap, and the earliest key must come out first.
+    #[inline]
+    fn cmp(&self, other: &Queued) -> Ordering {
+        other.key().cmp(&self.key())
+    }
+}
+
+impl PartialOrd for Queued {
+    #[inline]
+    fn partial_cmp(&self, other: &Queued) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Queued) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Queued {}
+
 /// Runs `jobs` on `cluster` under `policy` and returns per-job records and usage.
 /// The engine refers to a copy of `jobs` made once for the run; [`simulate_shared`]
 /// takes jobs already shared and copies nothing.
@@ -329,7 +370,7 @@ struct Run<'a> {
     /// check the ones read from the engine against them (see [`Shadow`]).
     #[cfg(test)]
     shadow: Shadow,
-    heap: BinaryHeap<Reverse<(Time, u64, Event)>>,
+    heap: BinaryHeap<Queued>,
     sequence: u64,
     /// Stale finish events (of jobs stopped or re-rated since) still in the heap.
     stale_in_heap: usize,
@@ -426,7 +467,7 @@ impl<'a> Run<'a> {
 
     fn peek_time(&self) -> Option<Time> {
         let arrival = self.jobs.get(self.next_arrival).map(|j| j.arrival);
-        let mut event = self.heap.peek().map(|Reverse((t, _, _))| *t);
+        let mut event = self.heap.peek().map(|queued| queued.at);
         if let Some(fault) =
             self.faults.as_ref().filter(|_| self.done < self.jobs.len()).and_then(|f| f.next_time())
         {
@@ -459,7 +500,7 @@ impl<'a> Run<'a> {
     /// Pops stale finish events due no later than the next arrival or live event.
     fn pop_stale_tops(&mut self) {
         let arrival = self.jobs.get(self.next_arrival).map(|j| j.arrival);
-        while let Some(&Reverse((t, _, Event::Finish { job, generation }))) = self.heap.peek() {
+        while let Some(&Queued { at: t, event: Event::Finish { job, generation }, .. }) = self.heap.peek() {
             if self.world[job.index()].generation == generation || arrival.is_some_and(|a| t > a) {
                 break;
             }
@@ -503,7 +544,7 @@ impl<'a> Run<'a> {
             self.stale.prune_removed_at = (2 * self.stale.removed.len()).max(COMPACT_AT_STALE);
         }
         let (world, removed) = (&self.world, &mut self.stale.removed);
-        self.heap.retain(|&Reverse((t, _, event))| match event {
+        self.heap.retain(|&Queued { at: t, event, .. }| match event {
             Event::Finish { job, generation } if world[job.index()].generation != generation => {
                 removed.push(t);
                 false
@@ -553,7 +594,7 @@ impl<'a> Run<'a> {
     fn collect_inputs(&mut self, now: Time) {
         let mut inputs = std::mem::take(&mut self.inputs);
         let mut wakeup = false;
-        while let Some(Reverse((t, _, event))) = self.heap.peek().copied() {
+        while let Some(Queued { at: t, event, .. }) = self.heap.peek().copied() {
             if t != now {
                 break;
             }
@@ -866,7 +907,7 @@ impl<'a> Run<'a> {
 
     fn push(&mut self, at: Time, event: Event) {
         self.sequence += 1;
-        self.heap.push(Reverse((at, self.sequence, event)));
+        self.heap.push(Queued { at, sequence: self.sequence, event });
     }
 
     fn queue_wakeup(&mut self) {
@@ -1202,5 +1243,44 @@ mod tests {
             prop_assert_eq!(format!("{fast:?}"), format!("{slow:?}"));
         }
 
+        /// The queue pops events in the order the tuple heap did
+        /// (`Reverse((time, sequence, event))`), under any mix of pushes (many at
+        /// the same time), pops and retains.
+        #[test]
+        fn queued_events_pop_in_tuple_order(
+            ops in prop::collection::vec((0u8..5, 0u64..6, 0u32..4), 0..200),
+        ) {
+            let mut queue: BinaryHeap<Queued> = BinaryHeap::new();
+            let mut tuples: BinaryHeap<std::cmp::Reverse<(Time, u64, Event)>> = BinaryHeap::new();
+            let mut sequence = 0u64;
+            for (op, at, job) in ops {
+                match op {
+                    0..=2 => {
+                        sequence += 1;
+                        let event = match job {
+                            0 => Event::Wakeup,
+                            1 => Event::Stale,
+                            _ => Event::Finish { job: JobId(job), generation: at as u32 },
+                        };
+                        // Times run backwards against the sequence, so that both orders matter.
+                        let at = Time(at * 1_000_000 + 5 - (sequence % 5));
+                        queue.push(Queued { at, sequence, event });
+                        tuples.push(std::cmp::Reverse((at, sequence, event)));
+                    }
+                    3 => {
+                        let popped = queue.pop().map(|q| (q.at, q.sequence, q.event));
+                        prop_assert_eq!(popped, tuples.pop().map(|t| t.0));
+                    }
+                    _ => {
+                        queue.retain(|q| q.sequence % 3 != u64::from(job % 3));
+                        tuples.retain(|t| t.0 .1 % 3 != u64::from(job % 3));
+                    }
+                }
+                prop_assert_eq!(queue.peek().map(|q| (q.at, q.sequence)), tuples.peek().map(|t| (t.0 .0, t.0 .1)));
+            }
+            let rest: Vec<_> = std::iter::from_fn(|| queue.pop().map(|q| (q.at, q.sequence, q.event))).collect();
+            let expected: Vec<_> = std::iter::from_fn(|| tuples.pop().map(|t| t.0)).collect();
+            prop_assert_eq!(rest, expected);
+        }
     }
 }
