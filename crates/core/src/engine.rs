@@ -654,8 +654,9 @@ impl Engine {
     }
 
     fn apply_decision(&mut self, now: Time, decision: Decision, commands: &mut Vec<Command>) {
-        for (id, reason) in decision.waiting {
-            if let Some(job) = self.job_mut(id) {
+        // Read in place (not moved out one by one): each verdict is a plain 16-byte copy.
+        for &(id, reason) in &decision.waiting {
+            if let Some(Some(job)) = self.jobs.get_mut(id.index()) {
                 job.verdict = Some(reason);
             }
         }
