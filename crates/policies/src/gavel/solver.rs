@@ -81,18 +81,6 @@ const MAX_IPM_ITERATIONS: usize = 200;
 const DUAL_TOLERANCE: f64 = 1e-7;
 /// Fraction of the step to the boundary an iterate may take.
 const STEP_TO_BOUNDARY: f64 = 0.99;
-/// The early-stop experiment's switch (see [`State::center`]).
-static EXPERIMENT: std::sync::OnceLock<(u8, f64)> = std::sync::OnceLock::new();
-
-fn experiment() -> (u8, f64) {
-    let mode = match std::env::var("COTENANT_EXPERIMENT_EARLY_STOP").as_deref() {
-        Ok("continue") => 1,
-        Ok("stall") => 2,
-        _ => 0,
-    };
-    let c = std::env::var("COTENANT_EXPERIMENT_EARLY_STOP_C").ok().and_then(|v| v.parse().ok());
-    (mode, c.unwrap_or(1.0))
-}
 
 /// Solves `problem` from the default start (or `start`, required for `Bounds`).
 ///
@@ -847,22 +835,6 @@ impl State {
             // good as this barrier weight gets.
             if !decrement.is_finite() || decrement / 2.0 < 1e-10 {
                 return Ok((step, !decrement.is_finite()));
-            }
-            // EXPERIMENT (reverted in the next commit; outputs move): end the
-            // centering once half the decrement is below the rounding noise of
-            // the line search's test, `c u tau |objective|` (capped at 2^-10),
-            // for max-min problems without a linear objective. Off unless
-            // COTENANT_EXPERIMENT_EARLY_STOP is `continue` (count the centering
-            // as done: the next barrier weight follows) or `stall` (stop the
-            // solve, as the line search's failure does); `c` from
-            // COTENANT_EXPERIMENT_EARLY_STOP_C (default 1).
-            if let (mode @ 1.., c) = *EXPERIMENT.get_or_init(experiment) {
-                if tau > 0.0 && p.linear.is_none() {
-                    let noise = (c * f64::EPSILON / 2.0 * tau * self.objective(p).abs()).min(1.0 / 1024.0);
-                    if decrement / 2.0 < noise {
-                        return Ok((step, mode == 2));
-                    }
-                }
             }
             // Largest step that keeps every slack positive, then backtracking.
             slack_change(p, &work.dx, dt, &mut work.ds);
