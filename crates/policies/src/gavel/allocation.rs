@@ -748,7 +748,8 @@ mod tests {
         /// both variants): jobs in id order (rows found by binary search) and
         /// the same jobs reversed (rows through the map) get the same row per
         /// job, call after call, from allocators with the same seed. (Checked
-        /// to catch a seeded bug: the search's row off by one.)
+        /// to catch a seeded bug: the merged walk stepping past the job's own
+        /// assignment.)
         #[test]
         fn fifo_rows_by_search_are_the_maps(
             perf in any::<bool>(),

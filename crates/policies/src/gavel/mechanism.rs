@@ -1927,7 +1927,7 @@ mod tests {
     proptest! {
         /// The packed key orders combinations exactly as the tuple key it
         /// replaces, ids up to `u32::MAX` included. (Checked to catch a seeded
-        /// bug: the flag shifted into the first id's bits.)
+        /// bug: singles of ids above 3 compared the other way round.)
         #[test]
         fn the_packed_combo_order_is_the_tuple_order(
             x in (any::<bool>(), any::<u32>(), any::<u32>()),
