@@ -318,8 +318,9 @@ struct Placed {
 /// placement kept every job, else through a sorted index).
 struct Previous<'a> {
     entries: &'a [RoundEntry],
-    /// Positions of `entries` in combination order; empty when they are in order.
-    order: Vec<usize>,
+    /// Each entry's combination and position, in combination order (searched
+    /// without a detour through `entries`); empty when they are in order.
+    order: Vec<(Combo, usize)>,
     /// Where the next lookup of entries in order is likely to hit: after the
     /// last one found (a kept placement asks for its combinations in order, so
     /// most lookups cost one comparison instead of a search).
@@ -330,8 +331,8 @@ impl<'a> Previous<'a> {
     fn new(entries: &'a [RoundEntry]) -> Previous<'a> {
         let mut order = Vec::new();
         if !entries.windows(2).all(|w| w[0].combo < w[1].combo) {
-            order.extend(0..entries.len());
-            order.sort_unstable_by_key(|&k| entries[k].combo);
+            order.extend(entries.iter().enumerate().map(|(k, e)| (e.combo, k)));
+            order.sort_unstable_by_key(|&(combo, _)| combo);
         }
         Previous { entries, order, next: std::cell::Cell::new(0) }
     }
@@ -346,7 +347,7 @@ impl<'a> Previous<'a> {
             self.next.set(k + 1);
             k
         } else {
-            self.order[self.order.binary_search_by_key(&combo, |&k| self.entries[k].combo).ok()?]
+            self.order[self.order.binary_search_by_key(&combo, |&(c, _)| c).ok()?].1
         };
         Some(&self.entries[k])
     }
@@ -1571,10 +1572,10 @@ impl Gavel {
         // Each combination is placed at most once: look it up by combination,
         // in `placed` itself when it is in combination order (a kept placement).
         let sorted = placed.windows(2).all(|w| w[0].combo < w[1].combo);
-        let mut order: Vec<usize> = Vec::new();
+        let mut order: Vec<(Combo, usize)> = Vec::new();
         if !sorted {
-            order.extend(0..placed.len());
-            order.sort_unstable_by_key(|&k| placed[k].combo);
+            order.extend(placed.iter().enumerate().map(|(k, p)| (p.combo, k)));
+            order.sort_unstable_by_key(|&(combo, _)| combo);
         }
         // Previous entries in combination order (a kept placement's) ask in
         // order too: try the place after the last one found first.
@@ -1588,7 +1589,7 @@ impl Gavel {
                 next = k + 1;
                 Some(k)
             } else {
-                order.binary_search_by_key(&combo, |&k| placed[k].combo).ok().map(|i| order[i])
+                order.binary_search_by_key(&combo, |&(c, _)| c).ok().map(|i| order[i].1)
             }
         };
         for entry in previous {
