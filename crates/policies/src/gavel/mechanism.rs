@@ -722,12 +722,16 @@ impl Gavel {
         }
         self.last_end_s = round.end_s;
         // Gavel removes a job at the end of the round that ran its last steps.
-        let done: Vec<JobId> = round
-            .entries
-            .iter()
-            .flat_map(|e| e.combo.jobs())
-            .filter(|id| self.jobs.get(id).is_some_and(|j| j.ghost && j.credited >= j.work))
-            .collect();
+        // Nested loops over each combination's member slice (in the order the
+        // flattened iterator took them); no vector unless a job is done.
+        let mut done: Vec<JobId> = Vec::new();
+        for entry in &round.entries {
+            for &id in entry.combo.jobs().iter() {
+                if self.jobs.get(&id).is_some_and(|j| j.ghost && j.credited >= j.work) {
+                    done.push(id);
+                }
+            }
+        }
         for id in done {
             self.forget(id);
         }
@@ -1643,10 +1647,15 @@ impl Gavel {
         // walk over the tracked jobs (no list to collect and sort).
         self.verdict_stamp += 1;
         let stamp = self.verdict_stamp;
-        let has_verdict =
-            entries.iter().flat_map(|e| e.combo.jobs()).chain(decision.waiting.iter().map(|&(id, _)| id));
-        for id in has_verdict {
-            if let Some(tracked) = self.jobs.get_mut(&id) {
+        for entry in &entries {
+            for id in entry.combo.jobs().iter() {
+                if let Some(tracked) = self.jobs.get_mut(id) {
+                    tracked.stamp = stamp;
+                }
+            }
+        }
+        for (id, _) in &decision.waiting {
+            if let Some(tracked) = self.jobs.get_mut(id) {
                 tracked.stamp = stamp;
             }
         }
