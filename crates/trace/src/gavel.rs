@@ -78,7 +78,9 @@ pub fn parse_gavel(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workloa
     let mut raw = Vec::new();
     let (mut with_slo, mut fractional_weights) = (0u64, 0u64);
     for (line, content) in data_lines(&text) {
-        let fields: Vec<&str> = content.split('\t').map(str::trim).collect();
+        // Sized for the 10-column form up front: no regrowth per row.
+        let mut fields: Vec<&str> = Vec::with_capacity(10);
+        fields.extend(content.split('\t').map(str::trim));
         let (names, layout): (&[&str], &Layout) = match fields.len() {
             7 => (&SEVEN, &LAYOUT_7),
             10 => (&TEN, &LAYOUT_10),

@@ -287,6 +287,19 @@ pub fn check_workload_rates(
     table: &ThroughputTable,
     gpu_types: &[String],
 ) -> Result<(), crate::TraceError> {
+    check_rates(workload, table, gpu_types, true)
+}
+
+/// [`check_workload_rates`]; `cached`: look each (job type, scale factor)'s
+/// rates up in the table once (a trace repeats a few dozen types thousands of
+/// times), not once per job. The jobs are checked in the same order either way.
+fn check_rates(
+    workload: &crate::Workload,
+    table: &ThroughputTable,
+    gpu_types: &[String],
+    cached: bool,
+) -> Result<(), crate::TraceError> {
+    let mut cache: std::collections::BTreeMap<(u32, u32), Vec<Option<f64>>> = Default::default();
     let table_types: Vec<(usize, &String)> = gpu_types
         .iter()
         .filter_map(|name| {
@@ -310,9 +323,19 @@ pub fn check_workload_rates(
         let Some(name) = job.job_type.and_then(|t| workload.job_types.get(t as usize)) else {
             return Err(fail("job_type", "no job type; a throughput table needs one".to_string()));
         };
-        let key = JobTypeKey::new(name.clone(), job.gpus.max(1));
-        for &(t, gpu_type) in &table_types {
-            let rate = table.consolidated(&key, t);
+        let lookup = || -> Vec<Option<f64>> {
+            let key = JobTypeKey::new(name.clone(), job.gpus.max(1));
+            table_types.iter().map(|&(t, _)| table.consolidated(&key, t)).collect()
+        };
+        let plain;
+        let rates: &[Option<f64>] = match job.job_type {
+            Some(type_index) if cached => cache.entry((type_index, job.gpus.max(1))).or_insert_with(lookup),
+            _ => {
+                plain = lookup();
+                &plain
+            }
+        };
+        for (&(_, gpu_type), &rate) in table_types.iter().zip(rates) {
             if let Some(rate) = rate.filter(|&r| r > 0.0) {
                 let secs = job.work / rate;
                 if secs > MAX_JOB_DURATION.as_secs_f64() {
@@ -562,6 +585,39 @@ mod tests {
                     "declined {}", text
                 );
             }
+        }
+    }
+
+    /// The cached rate check answers as the per-job lookups do, job by job:
+    /// a slow job of a type seen before, a scale factor the table lacks on the
+    /// second occurrence of a type, an unknown type, a clean trace. (Checked to
+    /// catch a seeded bug: a cached type's later jobs not checked for duration.)
+    #[test]
+    fn the_cached_rate_check_is_the_per_job_one() {
+        let table = parse_gavel_throughputs(
+            r#"{"v100": {"('A', 1)": {"null": 10.0}, "('B', 1)": {"null": 1.0}},
+                "k80": {"('A', 1)": {"null": 2.0}, "('B', 1)": {"null": 0.0}}}"#,
+            "t.json",
+        )
+        .expect("table");
+        let gpus = ["V100".to_string(), "k80".to_string(), "p100".to_string()];
+        let traces = [
+            "A\tc\t-n\t1\t10\t0\t1\nB\tc\t-n\t1\t10\t1\t1\nA\tc\t-n\t1\t100000000000\t5\t1\n",
+            "A\tc\t-n\t1\t10\t0\t1\nA\tc\t-n\t1\t10\t5\t2\n",
+            "A\tc\t-n\t1\t10\t0\t1\nC\tc\t-n\t1\t10\t5\t1\n",
+            "A\tc\t-n\t1\t10\t0\t1\nB\tc\t-n\t1\t10\t5\t1\nA\tc\t-n\t1\t99\t7\t1\n",
+        ];
+        for (k, text) in traces.iter().enumerate() {
+            let w = crate::gavel::parse_gavel(
+                Path::new("g.trace"),
+                text.as_bytes().to_vec(),
+                &crate::Slice::all(),
+            )
+            .expect("reads");
+            let fast = check_rates(&w, &table, &gpus, true).map_err(|e| e.to_string());
+            let plain = check_rates(&w, &table, &gpus, false).map_err(|e| e.to_string());
+            assert_eq!(fast, plain, "trace {k}");
+            assert_eq!(fast.is_ok(), k == 3, "trace {k}: {fast:?}");
         }
     }
 
