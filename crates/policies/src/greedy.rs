@@ -295,7 +295,16 @@ pub(crate) fn pass_contested<K: Ord + Copy>(
     held: &mut HeldVerdicts,
 ) -> Decision {
     let jobs = SliceJobs { jobs: contested.jobs, next: 0 };
-    pass_contested_by(view, contested.running_gpus, contested.gpus, jobs, waiting, smallest_waiting, placement, held)
+    pass_contested_by(
+        view,
+        contested.running_gpus,
+        contested.gpus,
+        jobs,
+        waiting,
+        smallest_waiting,
+        placement,
+        held,
+    )
 }
 
 /// [`pass_contested`] with the contested running jobs as a [`ContestedJobs`]
