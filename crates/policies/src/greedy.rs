@@ -186,7 +186,8 @@ pub fn preemptive_pass<K: Ord + Copy>(
     contested.sort_unstable();
     let sized = |entry: (K, JobId)| (entry, JobSize::of(view.job(entry.1)));
     let contested: Vec<Sized<K>> = contested.iter().map(|&entry| sized(entry)).collect();
-    contest(view, settled_gpus, &contested, waiting.map(sized).peekable(), smallest_waiting, placement, None)
+    let contested = SliceJobs { jobs: &contested, next: 0 };
+    contest(view, settled_gpus, contested, waiting.map(sized).peekable(), smallest_waiting, placement, None)
 }
 
 /// The preemptive pass of a policy that ranks every job by one key: the running
@@ -293,14 +294,86 @@ pub(crate) fn pass_contested<K: Ord + Copy>(
     placement: Placement,
     held: &mut HeldVerdicts,
 ) -> Decision {
+    let jobs = SliceJobs { jobs: contested.jobs, next: 0 };
+    pass_contested_by(
+        view,
+        contested.running_gpus,
+        contested.gpus,
+        jobs,
+        waiting,
+        smallest_waiting,
+        placement,
+        held,
+    )
+}
+
+/// [`pass_contested`] with the contested running jobs as a [`ContestedJobs`]
+/// (an index may hand them over without listing them): the running jobs hold
+/// `running_gpus` GPUs in all, the contested ones `contested_gpus`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pass_contested_by<K: Ord + Copy>(
+    view: &ClusterView<'_>,
+    running_gpus: u64,
+    contested_gpus: u64,
+    contested: impl ContestedJobs<K>,
+    waiting: impl Iterator<Item = Sized<K>>,
+    smallest_waiting: Option<u32>,
+    placement: Placement,
+    held: &mut HeldVerdicts,
+) -> Decision {
     let mut waiting = waiting.peekable();
     if waiting.peek().is_none() {
         // Every running job ranks ahead of every waiting one: all stay.
         return Decision::default();
     }
     // At most `running_gpus`, which fits the GPUs that are up.
-    let settled_gpus = (contested.running_gpus - contested.gpus) as u32;
-    contest(view, settled_gpus, contested.jobs, waiting, smallest_waiting, placement, Some(held))
+    let settled_gpus = (running_gpus - contested_gpus) as u32;
+    contest(view, settled_gpus, contested, waiting, smallest_waiting, placement, Some(held))
+}
+
+/// The contested running jobs of a preemptive pass, in `(key, id)` order (keys
+/// distinct), consumed from the front.
+pub(crate) trait ContestedJobs<K> {
+    /// The next job, not consumed.
+    fn peek(&self) -> Option<Sized<K>>;
+    /// Consumes the next job.
+    fn advance(&mut self);
+    /// Consumes the jobs the pass takes in one step, in order: while the next
+    /// one is at or before `bound` (any, without a bound), holds a GPU and
+    /// fits in what is left of `room`. Returns their GPUs (0: none consumed).
+    fn take_fitting(&mut self, bound: Option<(K, JobId)>, room: u32) -> u32;
+    /// Calls `each` on the jobs not consumed, in order.
+    fn for_each_left(&self, each: impl FnMut(Sized<K>));
+}
+
+/// Contested running jobs listed in key order.
+pub(crate) struct SliceJobs<'a, K> {
+    pub(crate) jobs: &'a [Sized<K>],
+    pub(crate) next: usize,
+}
+
+impl<K: Ord + Copy> ContestedJobs<K> for SliceJobs<'_, K> {
+    fn peek(&self) -> Option<Sized<K>> {
+        self.jobs.get(self.next).copied()
+    }
+    fn advance(&mut self) {
+        self.next += 1;
+    }
+    fn take_fitting(&mut self, bound: Option<(K, JobId)>, room: u32) -> u32 {
+        let (mut j, mut taken) = (self.next, 0u32);
+        while let Some(&(entry, size)) = self.jobs.get(j) {
+            if bound.is_some_and(|b| entry > b) || size.gpus == 0 || size.gpus > room - taken {
+                break;
+            }
+            taken += size.gpus;
+            j += 1;
+        }
+        self.next = j;
+        taken
+    }
+    fn for_each_left(&self, each: impl FnMut(Sized<K>)) {
+        self.jobs[self.next..].iter().copied().for_each(each);
+    }
 }
 
 /// The preemptive pass once the running jobs that rank ahead of every waiting
@@ -311,7 +384,7 @@ pub(crate) fn pass_contested<K: Ord + Copy>(
 fn contest<K: Ord + Copy>(
     view: &ClusterView<'_>,
     settled_gpus: u32,
-    contested: &[Sized<K>],
+    mut contested: impl ContestedJobs<K>,
     mut waiting: std::iter::Peekable<impl Iterator<Item = Sized<K>>>,
     smallest_waiting: Option<u32>,
     placement: Placement,
@@ -322,9 +395,7 @@ fn contest<K: Ord + Copy>(
     // The ledger starts from current holdings; running jobs are re-admitted as chosen.
     let mut ledger = TenantLedger::for_limits(view);
     if let Some(ledger) = &mut ledger {
-        for &(_, size) in contested {
-            ledger.held[size.tenant.index()] -= size.gpus;
-        }
+        contested.for_each_left(|(_, size)| ledger.held[size.tenant.index()] -= size.gpus);
     }
     let smallest_waiting = smallest_waiting.unwrap_or(0);
     // The contested running jobs not chosen go straight into the decision as
@@ -332,14 +403,13 @@ fn contest<K: Ord + Copy>(
     // waiting jobs chosen, with their GPUs, are placed once every preempted job
     // has given its GPUs back.
     let mut to_start: Vec<(JobId, u32)> = Vec::new();
-    // The next contested running job to examine.
-    let mut next_running = 0;
     let mut waiting_examined = 0usize;
     let mut waiting_cut = false;
     while capacity > 0 {
         waiting_cut |= capacity < smallest_waiting || waiting_examined >= SCAN_LIMIT;
-        let next_waiting = if waiting_cut { None } else { waiting.peek() };
-        let take_running = match (contested.get(next_running), next_waiting) {
+        let next_waiting = if waiting_cut { None } else { waiting.peek().copied() };
+        let next_running = contested.peek();
+        let take_running = match (next_running, next_waiting) {
             (Some(r), Some(w)) => r.0 <= w.0,
             (Some(_), None) => true,
             (None, Some(_)) => false,
@@ -350,24 +420,15 @@ fn contest<K: Ord + Copy>(
             // waiting side is cut) that fit one after another are chosen, as
             // the steps below would choose them one at a time; the first that
             // does not fit (or holds no GPU) is left to those steps.
-            let bound = next_waiting.map(|w| w.0);
-            let (mut j, mut taken) = (next_running, 0u32);
-            while let Some(&(entry, size)) = contested.get(j) {
-                if bound.is_some_and(|b| entry > b) || size.gpus == 0 || size.gpus > capacity - taken {
-                    break;
-                }
-                taken += size.gpus;
-                j += 1;
-            }
-            if j > next_running {
+            let taken = contested.take_fitting(next_waiting.map(|w| w.0), capacity);
+            if taken > 0 {
                 capacity -= taken;
-                next_running = j;
                 continue;
             }
         }
         let next = if take_running {
-            next_running += 1;
-            Some(contested[next_running - 1])
+            contested.advance();
+            next_running
         } else {
             waiting.next()
         };
@@ -400,9 +461,7 @@ fn contest<K: Ord + Copy>(
         }
     }
     // Running jobs not chosen stop: each was examined, or ranks below a full cluster.
-    decision
-        .actions
-        .extend(contested[next_running..].iter().map(|&((_, id), _)| Action::Preempt { job: id }));
+    contested.for_each_left(|((_, id), _)| decision.actions.push(Action::Preempt { job: id }));
     if to_start.is_empty() && decision.actions.is_empty() {
         return decision;
     }

@@ -18,12 +18,14 @@
 //!   group's contested jobs are a range.
 //! - Tiresias's running set is already ordered by its key (a range of it).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use cotenant_core::placement::Placement;
-use cotenant_core::{ClusterView, Decision, JobChange, JobId, JobState, Time};
+use cotenant_core::{ClusterView, Decision, JobChange, JobId, JobState, TenantId, Time};
 
-use crate::greedy::{pass_by_key, pass_contested, settled_is_safe, HeldVerdicts, Sized};
+use crate::greedy::{
+    pass_by_key, pass_contested, pass_contested_by, settled_is_safe, ContestedJobs, HeldVerdicts, Sized,
+};
 use crate::queue::{JobSize, WaitQueue};
 
 /// What a running-job index hands the preemptive pass (`greedy::pass_contested`).
@@ -141,6 +143,26 @@ pub(crate) trait KeyIndex {
     /// The running jobs whose `(key, id)` is at or after `head` now, in key
     /// order, with their sizes, into `out`; returns their GPUs.
     fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<Sized<u64>>) -> u64;
+    /// The preemptive pass over the contested running jobs (`greedy::pass_contested`)
+    /// when the running jobs hold `running_gpus` and `settled_is_safe` holds:
+    /// by default from the list `contested` gives, into `buffer`.
+    fn pass_contested(
+        &mut self,
+        view: &ClusterView<'_>,
+        running_gpus: u64,
+        queue: &WaitQueue<u64>,
+        placement: Placement,
+        held: &mut HeldVerdicts,
+        buffer: &mut Vec<Sized<u64>>,
+    ) -> Decision {
+        buffer.clear();
+        let gpus = match queue.iter().next() {
+            Some(head) => self.contested(view, head, buffer),
+            None => 0,
+        };
+        let contested = Contested { running_gpus, jobs: buffer, gpus };
+        pass_contested(view, contested, queue.iter_sized(), queue.smallest_request(), placement, held)
+    }
 }
 
 impl KeyIndex for SrtfIndex {
@@ -167,6 +189,21 @@ impl KeyIndex for LasIndex {
     }
     fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<Sized<u64>>) -> u64 {
         LasIndex::contested(self, view, head, out)
+    }
+    /// From cursors into the groups ([`LasJobs`]): the contested jobs are not listed.
+    fn pass_contested(
+        &mut self,
+        view: &ClusterView<'_>,
+        running_gpus: u64,
+        queue: &WaitQueue<u64>,
+        placement: Placement,
+        held: &mut HeldVerdicts,
+        _buffer: &mut Vec<Sized<u64>>,
+    ) -> Decision {
+        let Some(head) = queue.iter().next() else { return Decision::default() };
+        let (jobs, gpus) = self.contested_jobs(view.now, head);
+        let waiting = queue.iter_sized();
+        pass_contested_by(view, running_gpus, gpus, jobs, waiting, queue.smallest_request(), placement, held)
     }
 }
 
@@ -199,23 +236,14 @@ impl<I: KeyIndex> Ranked<I> {
         self.index.sync(view, &self.queue);
         self.held.sync(view);
         let decision = match self.index.set().settled_total(view).filter(|_| self.index.exact()) {
-            Some(running_gpus) => {
-                self.contested.clear();
-                let gpus = match self.queue.iter().next() {
-                    Some(head) => self.index.contested(view, head, &mut self.contested),
-                    None => 0,
-                };
-                let contested = Contested { running_gpus, jobs: &self.contested, gpus };
-                let waiting = self.queue.iter_sized();
-                pass_contested(
-                    view,
-                    contested,
-                    waiting,
-                    self.queue.smallest_request(),
-                    placement,
-                    &mut self.held,
-                )
-            }
+            Some(running_gpus) => self.index.pass_contested(
+                view,
+                running_gpus,
+                &self.queue,
+                placement,
+                &mut self.held,
+                &mut self.contested,
+            ),
             None => {
                 let decision = pass_by_key(view, &mut self.running, &key, &self.queue, placement);
                 self.held.record(&decision);
@@ -321,25 +349,52 @@ impl SrtfIndex {
 }
 
 /// LAS's running jobs grouped by their GPUs (the slope of attained service in
-/// time), each group ordered by `(intercept, id)` where a job's attained
-/// service at `now` is `slope x now + intercept`.
+/// time) and requested GPUs, each group ordered by `(intercept, id)` where a
+/// job's attained service at `now` is `slope x now + intercept`.
 ///
-/// Intercepts are kept as `i64` (a 16-byte key, half the tree of an `i128`
-/// one); a job whose intercept does not fit (`OVERFLOWED`: a slope times a
-/// start time past 2^63, never on a real trace) is counted instead, and while
-/// one runs the passes rank every running job (`KeyIndex::exact`).
+/// A group is a sorted vector (at most one entry per running job, so a few
+/// hundred on the traces measured): a pass finds where its contested jobs
+/// start by binary search, and hands the pass cursors into the groups
+/// ([`LasJobs`]) instead of a merged list, so that a block of contested jobs
+/// the pass keeps is skipped group by group (every job of a group requests its
+/// GPUs) without being listed.
+///
+/// Intercepts are kept as `i64`; a job whose intercept does not fit
+/// (`OVERFLOWED`: a slope times a start time past 2^63, never on a real trace)
+/// is counted instead, and while one runs the passes rank every running job
+/// (`KeyIndex::exact`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LasIndex {
     pub(crate) set: RunningSet,
-    /// `(slope, intercept)` of each running job, by job index.
-    line: Vec<(u64, i64)>,
-    groups: BTreeMap<u64, BTreeMap<(i64, JobId), JobSize>>,
+    /// `(intercept, group)` of each running job, by job index.
+    line: Vec<(i64, u32)>,
+    /// The groups, in no order (a group that empties stays, for its next job).
+    groups: Vec<LasGroup>,
+    /// The group of the jobs whose slope is their request, by request
+    /// (`u32::MAX`: none yet); other groups are found by a scan.
+    group_of_size: Vec<u32>,
     /// Running jobs whose intercept is `OVERFLOWED` (in no group).
     overflowed: usize,
-    /// Where each group's contested jobs start and end in a pass's list, and
-    /// the list merged (buffers kept to reuse their allocations).
-    runs: Vec<(usize, usize)>,
-    merged: Vec<Sized<u64>>,
+    /// One cursor per group for a pass, and the groups with contested jobs
+    /// left (kept to reuse their allocations).
+    cursors: Vec<LasCursor>,
+    live: Vec<usize>,
+}
+
+/// The running jobs of one slope that request `gpus` GPUs each.
+#[derive(Clone, Debug)]
+struct LasGroup {
+    slope: u64,
+    gpus: u32,
+    /// `(intercept, id, tenant)`, sorted by `(intercept, id)`.
+    jobs: Vec<(i64, JobId, TenantId)>,
+}
+
+/// Where a pass is in one group: `slope x now` and the next job to consume.
+#[derive(Clone, Copy, Debug)]
+struct LasCursor {
+    at_now: i128,
+    next: usize,
 }
 
 /// The intercept of a job whose line does not fit an `i64` (no `i64`
@@ -368,136 +423,420 @@ impl LasIndex {
 
     /// Attained GPU-µs at `now` = attained_before + (now - gpus_since) x gpus
     /// = gpus x now + (attained_before - gpus x gpus_since).
-    fn insert(&mut self, job: &JobState, tenant: cotenant_core::TenantId) {
+    fn insert(&mut self, job: &JobState, tenant: TenantId) {
         let id = job.id();
         let slope = job.gpus.len() as u64;
         let intercept =
             i128::from(job.attained_before_gpu_us) - i128::from(slope) * i128::from(job.gpus_since.0);
         let intercept = i64::try_from(intercept).unwrap_or(OVERFLOWED);
+        let gpus = self.set.gpus(id);
         if id.index() >= self.line.len() {
             self.line.resize(id.index() + 1, (0, 0));
         }
-        self.line[id.index()] = (slope, intercept);
         if intercept == OVERFLOWED {
+            self.line[id.index()] = (OVERFLOWED, 0);
             self.overflowed += 1;
             return;
         }
-        let size = JobSize { gpus: self.set.gpus(id), tenant };
-        self.groups.entry(slope).or_default().insert((intercept, id), size);
+        let g = self.group(slope, gpus);
+        self.line[id.index()] = (intercept, g as u32);
+        let jobs = &mut self.groups[g].jobs;
+        let at = jobs.partition_point(|&(c, j, _)| (c, j) < (intercept, id));
+        jobs.insert(at, (intercept, id, tenant));
+    }
+
+    /// The group of jobs of `slope` that request `gpus` GPUs, made if new.
+    fn group(&mut self, slope: u64, gpus: u32) -> usize {
+        let by_size = slope == u64::from(gpus);
+        if by_size {
+            if let Some(&g) = self.group_of_size.get(gpus as usize).filter(|&&g| g != u32::MAX) {
+                return g as usize;
+            }
+        }
+        let g = match self.groups.iter().position(|g| g.slope == slope && g.gpus == gpus) {
+            Some(g) => g,
+            None => {
+                self.groups.push(LasGroup { slope, gpus, jobs: Vec::new() });
+                self.groups.len() - 1
+            }
+        };
+        if by_size {
+            if gpus as usize >= self.group_of_size.len() {
+                self.group_of_size.resize(gpus as usize + 1, u32::MAX);
+            }
+            self.group_of_size[gpus as usize] = g as u32;
+        }
+        g
     }
 
     fn remove(&mut self, id: JobId) {
-        let (slope, intercept) = self.line[id.index()];
+        let (intercept, g) = self.line[id.index()];
         if intercept == OVERFLOWED {
             self.overflowed -= 1;
             return;
         }
-        if let Some(group) = self.groups.get_mut(&slope) {
-            group.remove(&(intercept, id));
-            if group.is_empty() {
-                self.groups.remove(&slope);
-            }
+        let jobs = &mut self.groups[g as usize].jobs;
+        if let Ok(at) = jobs.binary_search_by(|&(c, j, _)| (c, j).cmp(&(intercept, id))) {
+            jobs.remove(at);
         }
+    }
+
+    /// The running jobs whose `(attained, id)` is at or after `head` at
+    /// `view.now`, as cursors into the groups, and their GPUs.
+    fn contested_jobs(&mut self, now: Time, head: (u64, JobId)) -> (LasJobs<'_>, u64) {
+        self.cursors.clear();
+        let now = i128::from(now.0);
+        let mut gpus = 0;
+        for group in &self.groups {
+            let at_now = i128::from(group.slope) * now;
+            // slope x now + c >= key  <=>  c >= key - slope x now (ties by id);
+            // every intercept in a group lies strictly between i64::MIN and i64::MAX + 1.
+            let from = i128::from(head.0) - at_now;
+            let next = match i64::try_from(from) {
+                Ok(from) => group.jobs.partition_point(|&(c, j, _)| (c, j) < (from, head.1)),
+                Err(_) if from > 0 => group.jobs.len(),
+                Err(_) => 0,
+            };
+            gpus += u64::from(group.gpus) * (group.jobs.len() - next) as u64;
+            self.cursors.push(LasCursor { at_now, next });
+        }
+        (LasJobs::new(&self.groups, &mut self.cursors, &mut self.live), gpus)
     }
 
     /// The running jobs whose `(attained, id)` is at or after `head` at
     /// `view.now`, in key order, into `out`; returns their GPUs.
     fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<Sized<u64>>) -> u64 {
         out.clear();
-        self.runs.clear();
-        let now = i128::from(view.now.0);
-        let mut gpus = 0;
-        for (&slope, group) in &self.groups {
-            let at_now = i128::from(slope) * now;
-            // slope x now + c >= key  <=>  c >= key - slope x now (ties by id);
-            // every intercept in a group lies strictly between i64::MIN and i64::MAX + 1.
-            let from = i128::from(head.0) - at_now;
-            let Ok(from) = i64::try_from(from.max(i128::from(i64::MIN))) else { continue };
-            let start = out.len();
-            for (&(intercept, id), &size) in group.range((from, head.1)..) {
-                let key = (at_now + i128::from(intercept)) as u64;
-                debug_assert_eq!(key, view.job(id).attained_gpu_us(view.now), "{id}: LAS line");
-                out.push(((key, id), size));
-                gpus += u64::from(size.gpus);
-            }
-            if out.len() > start {
-                self.runs.push((start, out.len()));
-            }
-        }
-        // Each group's run is in key order: they are merged (no sort), taking
-        // from one run as long as it stays ahead of every other.
-        if self.runs.len() > 1 {
-            merge_runs(out, &mut self.runs, &mut self.merged);
-            std::mem::swap(out, &mut self.merged);
-        }
+        let (jobs, gpus) = self.contested_jobs(view.now, head);
+        jobs.for_each_left(|entry| out.push(entry));
         gpus
     }
 }
 
-/// Merges the sorted runs `runs` (start, end) of `list` into `merged`, in
-/// `(key, id)` order (keys are distinct), consuming `runs`: the run whose head
-/// is least gives every entry ahead of the next least head in one step, so a
-/// merge costs one comparison per entry plus O(runs) per change of run, and
-/// most entries are in one run (the 1-GPU group, on the traces measured).
-fn merge_runs<K: Ord + Copy>(list: &[Sized<K>], runs: &mut Vec<(usize, usize)>, merged: &mut Vec<Sized<K>>) {
-    merged.clear();
-    merged.reserve(list.len());
-    runs.retain(|&(start, end)| start < end);
-    while runs.len() > 1 {
-        // The run with the least head, and the least head of the others.
-        let (mut least, mut second) = (0, 1);
-        if list[runs[1].0].0 < list[runs[0].0].0 {
-            (least, second) = (1, 0);
-        }
-        for r in 2..runs.len() {
-            let head = list[runs[r].0].0;
-            if head < list[runs[least].0].0 {
-                (least, second) = (r, least);
-            } else if head < list[runs[second].0].0 {
-                second = r;
+/// The contested running jobs of a LAS pass: a cursor into each group of a
+/// [`LasIndex`], the jobs before it consumed (or settled).
+pub(crate) struct LasJobs<'a> {
+    groups: &'a [LasGroup],
+    cursors: &'a mut [LasCursor],
+    /// The groups with jobs left, in no order.
+    live: &'a mut Vec<usize>,
+    /// The least job left, with its group.
+    head: Option<(usize, Sized<u64>)>,
+}
+
+/// Where a group's jobs stop being at or before a bound `(key, id)`: in
+/// intercept terms for the group's slope.
+#[derive(Clone, Copy)]
+enum GroupBound {
+    All,
+    None,
+    /// At or before `(intercept, id)`.
+    Upto(i64, JobId),
+}
+
+/// Most groups whose block ends a step keeps on the stack.
+const STACK_GROUPS: usize = 64;
+
+impl<'a> LasJobs<'a> {
+    fn new(groups: &'a [LasGroup], cursors: &'a mut [LasCursor], live: &'a mut Vec<usize>) -> LasJobs<'a> {
+        live.clear();
+        live.extend((0..groups.len()).filter(|&g| cursors[g].next < groups[g].jobs.len()));
+        let mut jobs = LasJobs { groups, cursors, live, head: None };
+        jobs.refresh();
+        jobs
+    }
+
+    /// Key and size of the job at `i` in group `g`: `slope x now + intercept`,
+    /// exact in `u64` (it is the job's attained service).
+    #[inline]
+    fn entry(&self, g: usize, i: usize) -> Sized<u64> {
+        let group = &self.groups[g];
+        let (c, id, tenant) = group.jobs[i];
+        let key = (self.cursors[g].at_now + i128::from(c)) as u64;
+        ((key, id), JobSize { gpus: group.gpus, tenant })
+    }
+
+    /// Drops the groups with no job left and finds the least job left.
+    fn refresh(&mut self) {
+        self.head = None;
+        let mut slot = 0;
+        while slot < self.live.len() {
+            let g = self.live[slot];
+            let next = self.cursors[g].next;
+            if next >= self.groups[g].jobs.len() {
+                self.live.swap_remove(slot);
+                continue;
             }
-        }
-        let bound = list[runs[second].0].0;
-        let (start, end) = runs[least];
-        let taken = list[start..end].iter().take_while(|entry| entry.0 < bound).count();
-        merged.extend_from_slice(&list[start..start + taken]);
-        if start + taken == end {
-            runs.swap_remove(least);
-        } else {
-            runs[least].0 = start + taken;
+            let entry = self.entry(g, next);
+            if self.head.is_none_or(|(_, least)| entry.0 < least.0) {
+                self.head = Some((g, entry));
+            }
+            slot += 1;
         }
     }
-    if let Some(&(start, end)) = runs.first() {
-        merged.extend_from_slice(&list[start..end]);
+
+    /// The group whose next job is least, and the least next job of the
+    /// others, with group `g`'s next job at `next[slot]` for `g = live[slot]`.
+    #[inline]
+    fn least_two(&self, next: &[usize]) -> Option<(usize, Option<(u64, JobId)>)> {
+        let mut least: Option<(usize, (u64, JobId))> = None;
+        let mut second: Option<(u64, JobId)> = None;
+        for (slot, &g) in self.live.iter().enumerate() {
+            let i = next[slot];
+            if i >= self.groups[g].jobs.len() {
+                continue;
+            }
+            let head = self.entry(g, i).0;
+            match least {
+                Some((_, l)) if head > l => {
+                    if second.is_none_or(|s| head < s) {
+                        second = Some(head);
+                    }
+                }
+                _ => {
+                    second = least.map(|(_, l)| l);
+                    least = Some((slot, head));
+                }
+            }
+        }
+        least.map(|(slot, _)| (slot, second))
+    }
+
+    fn bound_in(&self, g: usize, bound: Option<(u64, JobId)>) -> GroupBound {
+        let Some((key, id)) = bound else { return GroupBound::All };
+        let c = i128::from(key) - self.cursors[g].at_now;
+        match i64::try_from(c) {
+            Ok(c) => GroupBound::Upto(c, id),
+            Err(_) if c > 0 => GroupBound::All,
+            Err(_) => GroupBound::None,
+        }
+    }
+
+    /// One past the last job of group `g` at or before `bound`, from its job
+    /// `next`: an exponential search, so a short block costs little.
+    fn end_in(&self, g: usize, next: usize, bound: GroupBound) -> usize {
+        let jobs = &self.groups[g].jobs;
+        let (c, id) = match bound {
+            GroupBound::All => return jobs.len(),
+            GroupBound::None => return next,
+            GroupBound::Upto(c, id) => (c, id),
+        };
+        let rest = &jobs[next..];
+        let at_or_before = |&(jc, j, _): &(i64, JobId, TenantId)| (jc, j) <= (c, id);
+        // `rest[..lo]` are at or before the bound; `rest[probe - 1]` is not.
+        let (mut lo, mut step) = (0, 1);
+        loop {
+            let probe = lo + step;
+            if probe > rest.len() || !at_or_before(&rest[probe - 1]) {
+                break;
+            }
+            lo = probe;
+            step *= 2;
+        }
+        let upper = (lo + step - 1).min(rest.len());
+        next + lo + rest[lo..upper].partition_point(at_or_before)
+    }
+
+    /// [`ContestedJobs::take_fitting`] one job at a time in key order.
+    fn take_in_order(&mut self, bound: Option<(u64, JobId)>, room: u32) -> u32 {
+        let mut next = [0usize; STACK_GROUPS];
+        let mut spilled = Vec::new();
+        let next: &mut [usize] = if self.live.len() <= STACK_GROUPS {
+            &mut next[..self.live.len()]
+        } else {
+            spilled.resize(self.live.len(), 0);
+            &mut spilled
+        };
+        for (slot, &g) in self.live.iter().enumerate() {
+            next[slot] = self.cursors[g].next;
+        }
+        let mut taken = 0u32;
+        // The least group's jobs ahead of the others' least (and at or before
+        // `bound`) come next in key order: counted by search, taken while they fit.
+        while let Some((slot, second)) = self.least_two(next) {
+            let g = self.live[slot];
+            let gpus = self.groups[g].gpus;
+            let until = match (second, bound) {
+                (Some(s), Some(b)) => Some(s.min(b)),
+                (s, b) => s.or(b),
+            };
+            let end = self.end_in(g, next[slot], self.bound_in(g, until));
+            let run = end - next[slot];
+            if run == 0 || gpus == 0 {
+                // The least job left is past `bound`, or holds no GPU.
+                break;
+            }
+            let fits = ((room - taken) / gpus) as usize;
+            let took = run.min(fits);
+            taken += took as u32 * gpus;
+            next[slot] += took;
+            if took < run {
+                break;
+            }
+        }
+        for (slot, &g) in self.live.iter().enumerate() {
+            self.cursors[g].next = next[slot];
+        }
+        self.refresh();
+        taken
+    }
+}
+
+impl ContestedJobs<u64> for LasJobs<'_> {
+    fn peek(&self) -> Option<Sized<u64>> {
+        self.head.map(|(_, entry)| entry)
+    }
+
+    fn advance(&mut self) {
+        if let Some((g, _)) = self.head {
+            self.cursors[g].next += 1;
+            self.refresh();
+        }
+    }
+
+    /// Every group's jobs up to `bound`, counted by search: when they all
+    /// fit, they are all taken (whatever their order) without reading them
+    /// one by one; else they are taken one at a time in key order.
+    fn take_fitting(&mut self, bound: Option<(u64, JobId)>, room: u32) -> u32 {
+        if self.live.len() > STACK_GROUPS {
+            return self.take_in_order(bound, room);
+        }
+        let mut ends = [0usize; STACK_GROUPS];
+        let mut total = 0u64;
+        let mut zero_gpu_jobs = false;
+        for (slot, &g) in self.live.iter().enumerate() {
+            let end = self.end_in(g, self.cursors[g].next, self.bound_in(g, bound));
+            let count = (end - self.cursors[g].next) as u64;
+            total += count * u64::from(self.groups[g].gpus);
+            zero_gpu_jobs |= count > 0 && self.groups[g].gpus == 0;
+            ends[slot] = end;
+        }
+        if total > u64::from(room) || zero_gpu_jobs {
+            return self.take_in_order(bound, room);
+        }
+        if total > 0 {
+            for (slot, &g) in self.live.iter().enumerate() {
+                self.cursors[g].next = ends[slot];
+            }
+            self.refresh();
+        }
+        total as u32
+    }
+
+    fn for_each_left(&self, mut each: impl FnMut(Sized<u64>)) {
+        // The groups' runs merged: the least group gives every job ahead of
+        // the others' least, so a merge costs one comparison per job plus
+        // O(groups) per change of group.
+        let mut next = [0usize; STACK_GROUPS];
+        let mut spilled = Vec::new();
+        let next: &mut [usize] = if self.live.len() <= STACK_GROUPS {
+            &mut next[..self.live.len()]
+        } else {
+            spilled.resize(self.live.len(), 0);
+            &mut spilled
+        };
+        for (slot, &g) in self.live.iter().enumerate() {
+            next[slot] = self.cursors[g].next;
+        }
+        while let Some((slot, second)) = self.least_two(next) {
+            let g = self.live[slot];
+            while next[slot] < self.groups[g].jobs.len() {
+                let entry = self.entry(g, next[slot]);
+                if second.is_some_and(|s| entry.0 > s) {
+                    break;
+                }
+                each(entry);
+                next[slot] += 1;
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cotenant_core::TenantId;
+    use crate::greedy::SliceJobs;
     use proptest::prelude::*;
 
+    /// A step of a pass over the contested jobs.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Advance,
+        Take { bound: Option<(u64, u32)>, room: u32 },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            Just(Step::Advance),
+            (proptest::option::of((0u64..400, 0u32..1024)), 0u32..40)
+                .prop_map(|(bound, room)| Step::Take { bound, room }),
+        ]
+    }
+
     proptest! {
-        /// Merging a list's sorted runs gives the list sorted, whatever the
-        /// runs' number, lengths and interleaving.
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// The cursors into LAS's groups (`LasJobs`: blocks counted by binary
+        /// search, taken one at a time only when they do not all fit) consume
+        /// and leave what the plain path does over the merged, sorted list of
+        /// the contested jobs (`SliceJobs`), step by step: ties of key broken
+        /// by id, groups of one slope with different requests, CPU-only groups.
         #[test]
-        fn merge_runs_sorts_the_list(
-            groups in proptest::collection::vec(proptest::collection::btree_set(0u64..200, 0..40), 1..8),
+        fn las_cursors_take_as_the_sorted_list(
+            groups in proptest::collection::vec(
+                (1u64..5, 0u32..4, proptest::collection::vec(0i64..300, 0..24)),
+                0..6,
+            ),
+            now in 0u64..40,
+            head in (0u64..400, 0u32..1024),
+            steps in proptest::collection::vec(step(), 0..24),
         ) {
-            let mut list: Vec<Sized<u64>> = Vec::new();
-            let mut runs = Vec::new();
-            for (g, keys) in groups.iter().enumerate() {
-                let start = list.len();
-                let size = JobSize { gpus: g as u32 + 1, tenant: TenantId(0) };
-                list.extend(keys.iter().map(|&k| ((k, JobId(g as u32)), size)));
-                runs.push((start, list.len()));
+            let mut index = LasIndex::default();
+            let mut all: Vec<Sized<u64>> = Vec::new();
+            let mut next_id = 0u32;
+            for (slope, gpus, intercepts) in groups {
+                // One group per (slope, GPUs), as `insert` keeps them.
+                let g = match index.groups.iter().position(|g| g.slope == slope && g.gpus == gpus) {
+                    Some(g) => g,
+                    None => {
+                        index.groups.push(LasGroup { slope, gpus, jobs: Vec::new() });
+                        index.groups.len() - 1
+                    }
+                };
+                for c in intercepts {
+                    // Ids shuffled across groups, so that ties of key fall either way.
+                    let id = JobId(next_id * 37 % 1024);
+                    next_id += 1;
+                    let tenant = TenantId(next_id % 3);
+                    index.groups[g].jobs.push((c, id, tenant));
+                    all.push(((slope * now + c as u64, id), JobSize { gpus, tenant }));
+                }
+                index.groups[g].jobs.sort_unstable_by_key(|&(c, id, _)| (c, id));
             }
-            let mut expected = list.clone();
-            expected.sort_unstable_by_key(|entry| entry.0);
-            let mut merged = Vec::new();
-            merge_runs(&list, &mut runs, &mut merged);
-            prop_assert_eq!(merged, expected);
+            index.groups.retain(|g| !g.jobs.is_empty());
+            let head = (head.0, JobId(head.1));
+            all.retain(|entry| entry.0 >= head);
+            all.sort_unstable_by_key(|entry| entry.0);
+            let (mut got, gpus) = index.contested_jobs(Time(now), head);
+            prop_assert_eq!(gpus, all.iter().map(|e| u64::from(e.1.gpus)).sum::<u64>());
+            let mut expected = SliceJobs { jobs: &all, next: 0 };
+            for step in steps {
+                prop_assert_eq!(got.peek(), expected.peek());
+                match step {
+                    Step::Advance if expected.peek().is_some() => {
+                        got.advance();
+                        expected.advance();
+                    }
+                    Step::Take { bound, room } => {
+                        let bound = bound.map(|(k, id)| (k, JobId(id)));
+                        prop_assert_eq!(got.take_fitting(bound, room), expected.take_fitting(bound, room));
+                    }
+                    Step::Advance => {}
+                }
+            }
+            let (mut left, mut expected_left) = (Vec::new(), Vec::new());
+            got.for_each_left(|entry| left.push(entry));
+            expected.for_each_left(|entry| expected_left.push(entry));
+            prop_assert_eq!(left, expected_left);
         }
     }
 }
