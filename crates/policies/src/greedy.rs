@@ -90,7 +90,6 @@ impl<'v> StartPass<'v> {
         self.free.free()
     }
 
-    /// Starts `id` if its tenant's limit and a placement allow; otherwise records why not.
     /// What [`StartPass::try_start`] would answer for a job of `size` (read from
     /// a queue that keeps it) that needs more GPUs than are left and whose tenant
     /// has no hard limit: `NoFreeGpus`, after a tenant check that cannot fail,
@@ -106,6 +105,7 @@ impl<'v> StartPass<'v> {
         true
     }
 
+    /// Starts `id` if its tenant's limit and a placement allow; otherwise records why not.
     pub(crate) fn try_start(&mut self, id: JobId) -> Attempt {
         let gpus = self.view.job(id).spec.gpus;
         if let Some(reason) = self.ledger.check(self.view, id, gpus) {

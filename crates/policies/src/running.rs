@@ -637,19 +637,29 @@ impl<'a> LasJobs<'a> {
         next + lo + rest[lo..upper].partition_point(at_or_before)
     }
 
-    /// [`ContestedJobs::take_fitting`] one job at a time in key order.
-    fn take_in_order(&mut self, bound: Option<(u64, JobId)>, room: u32) -> u32 {
-        let mut next = [0usize; STACK_GROUPS];
-        let mut spilled = Vec::new();
+    /// Each live group's next job (`next[slot]` for `live[slot]`), a copy to
+    /// step through: on the stack for up to [`STACK_GROUPS`] groups, else in `spilled`.
+    fn next_positions<'b>(
+        &self,
+        stack: &'b mut [usize; STACK_GROUPS],
+        spilled: &'b mut Vec<usize>,
+    ) -> &'b mut [usize] {
         let next: &mut [usize] = if self.live.len() <= STACK_GROUPS {
-            &mut next[..self.live.len()]
+            &mut stack[..self.live.len()]
         } else {
             spilled.resize(self.live.len(), 0);
-            &mut spilled
+            spilled
         };
         for (slot, &g) in self.live.iter().enumerate() {
             next[slot] = self.cursors[g].next;
         }
+        next
+    }
+
+    /// [`ContestedJobs::take_fitting`] one job at a time in key order.
+    fn take_in_order(&mut self, bound: Option<(u64, JobId)>, room: u32) -> u32 {
+        let (mut stack, mut spilled) = ([0usize; STACK_GROUPS], Vec::new());
+        let next = self.next_positions(&mut stack, &mut spilled);
         let mut taken = 0u32;
         // The least group's jobs ahead of the others' least (and at or before
         // `bound`) come next in key order: counted by search, taken while they fit.
@@ -727,17 +737,8 @@ impl ContestedJobs<u64> for LasJobs<'_> {
         // The groups' runs merged: the least group gives every job ahead of
         // the others' least, so a merge costs one comparison per job plus
         // O(groups) per change of group.
-        let mut next = [0usize; STACK_GROUPS];
-        let mut spilled = Vec::new();
-        let next: &mut [usize] = if self.live.len() <= STACK_GROUPS {
-            &mut next[..self.live.len()]
-        } else {
-            spilled.resize(self.live.len(), 0);
-            &mut spilled
-        };
-        for (slot, &g) in self.live.iter().enumerate() {
-            next[slot] = self.cursors[g].next;
-        }
+        let (mut stack, mut spilled) = ([0usize; STACK_GROUPS], Vec::new());
+        let next = self.next_positions(&mut stack, &mut spilled);
         while let Some((slot, second)) = self.least_two(next) {
             let g = self.live[slot];
             while next[slot] < self.groups[g].jobs.len() {
@@ -795,13 +796,7 @@ mod tests {
             let mut next_id = 0u32;
             for (slope, gpus, intercepts) in groups {
                 // One group per (slope, GPUs), as `insert` keeps them.
-                let g = match index.groups.iter().position(|g| g.slope == slope && g.gpus == gpus) {
-                    Some(g) => g,
-                    None => {
-                        index.groups.push(LasGroup { slope, gpus, jobs: Vec::new() });
-                        index.groups.len() - 1
-                    }
-                };
+                let g = index.group(slope, gpus);
                 for c in intercepts {
                     // Ids shuffled across groups, so that ties of key fall either way.
                     let id = JobId(next_id * 37 % 1024);
@@ -812,7 +807,6 @@ mod tests {
                 }
                 index.groups[g].jobs.sort_unstable_by_key(|&(c, id, _)| (c, id));
             }
-            index.groups.retain(|g| !g.jobs.is_empty());
             let head = (head.0, JobId(head.1));
             all.retain(|entry| entry.0 >= head);
             all.sort_unstable_by_key(|entry| entry.0);

@@ -39,12 +39,9 @@ pub enum DemotionTimer {
 /// the jobs that change, not to the queue.
 type Key = (u32, u8, i64);
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct JobInfo {
     live: bool,
-    /// Its requested GPUs and tenant, read from its spec once at submission
-    /// (a job's spec never changes; the spec is a cache miss at every later read).
-    size: JobSize,
     running: bool,
     queue: u32,
     part: u8,
@@ -61,24 +58,6 @@ struct JobInfo {
     demote_at: Option<Time>,
     /// Its entry in `promotions`.
     promote_at: Option<Time>,
-}
-
-impl Default for JobInfo {
-    fn default() -> JobInfo {
-        JobInfo {
-            live: false,
-            size: JobSize::UNKNOWN,
-            running: false,
-            queue: 0,
-            part: 0,
-            seq: 0,
-            promoted_at: 0,
-            last_pending: 0,
-            waiting_since: None,
-            demote_at: None,
-            promote_at: None,
-        }
-    }
 }
 
 impl JobInfo {
@@ -166,12 +145,11 @@ impl Tiresias {
         &mut self.jobs[id.index()]
     }
 
-    /// A job's requested GPUs and tenant (from its spec for a job not seen submitted).
+    /// A job's requested GPUs and tenant: as the wait queue recorded them when
+    /// it entered (every job waits first), read from its spec only for a job
+    /// the queue never held (the spec is a cache miss on a large trace).
     fn size(&self, view: &ClusterView<'_>, id: JobId) -> JobSize {
-        match self.jobs.get(id.index()) {
-            Some(info) if info.live => info.size,
-            _ => JobSize::of(view.job(id)),
-        }
+        self.waiting.size(view, id)
     }
 
     fn last_queue(&self) -> u32 {
@@ -282,9 +260,8 @@ impl Tiresias {
         for change in view.changes {
             match *change {
                 JobChange::Submitted(id) => {
-                    let size = JobSize::of(view.job(id));
-                    *self.info(id) = JobInfo { live: true, size, ..JobInfo::default() };
-                    arrivals.push(id);
+                    *self.info(id) = JobInfo { live: true, ..JobInfo::default() };
+                    arrivals.push((id, JobSize::of(view.job(id))));
                 }
                 JobChange::Stopped(id) => {
                     if self.jobs[id.index()].running {
@@ -313,12 +290,12 @@ impl Tiresias {
             }
         }
         let by_arrival = |id: &JobId| (view.job(*id).spec.arrival, *id);
-        arrivals.sort_unstable_by_key(by_arrival);
-        for id in arrivals {
+        arrivals.sort_unstable_by_key(|(id, _)| by_arrival(id));
+        for (id, size) in arrivals {
             let seq = self.seq();
             let info = &mut self.jobs[id.index()];
             (info.queue, info.part, info.seq) = (0, 1, seq);
-            let (key, size) = (info.key(), info.size);
+            let key = info.key();
             self.waiting.insert(id, key, size.gpus, size.tenant);
         }
 

@@ -23,6 +23,17 @@ pub struct WindowUsage {
 }
 
 impl WindowUsage {
+    /// A window nothing has been accounted in yet, for `tenants` tenants.
+    fn empty(tenants: usize) -> WindowUsage {
+        WindowUsage {
+            gpu_us: vec![0; tenants],
+            backlogged: vec![false; tenants],
+            waiting_job_us: vec![0; tenants],
+            span_us: 0,
+            available_gpu_us: 0,
+        }
+    }
+
     /// Mean number of jobs waiting over the window's covered time (all tenants).
     pub fn mean_queue_length(&self) -> f64 {
         if self.span_us == 0 {
@@ -296,13 +307,7 @@ impl UsageTracker {
     fn account(&mut self, index: usize, span_us: u64) {
         let tenants = self.tenant_gpu_parts.len();
         if self.windows.len() <= index {
-            self.windows.resize_with(index + 1, || WindowUsage {
-                gpu_us: vec![0; tenants],
-                backlogged: vec![false; tenants],
-                waiting_job_us: vec![0; tenants],
-                span_us: 0,
-                available_gpu_us: 0,
-            });
+            self.windows.resize_with(index + 1, || WindowUsage::empty(tenants));
         }
         let window = &mut self.windows[index];
         let anyone_waiting = self.waiting_tenants > 0;
@@ -411,13 +416,7 @@ mod tests {
         fn account(&mut self, index: usize, span_us: u64) {
             let tenants = self.tenant_gpu_parts.len();
             if self.windows.len() <= index {
-                self.windows.resize_with(index + 1, || WindowUsage {
-                    gpu_us: vec![0; tenants],
-                    backlogged: vec![false; tenants],
-                    waiting_job_us: vec![0; tenants],
-                    span_us: 0,
-                    available_gpu_us: 0,
-                });
+                self.windows.resize_with(index + 1, || WindowUsage::empty(tenants));
             }
             let window = &mut self.windows[index];
             let mut anyone_waiting = false;

@@ -314,44 +314,70 @@ struct Placed {
     gpus: GpuList,
 }
 
-/// The last round's entries, found by combination (in order when its
-/// placement kept every job, else through a sorted index).
-struct Previous<'a> {
-    entries: &'a [RoundEntry],
-    /// Each entry's combination and position, in combination order (searched
-    /// without a detour through `entries`); empty when they are in order.
+/// Items that are found by their combination ([`ByCombo`]).
+trait HasCombo {
+    fn combo(&self) -> Combo;
+}
+
+impl HasCombo for RoundEntry {
+    fn combo(&self) -> Combo {
+        self.combo
+    }
+}
+
+impl HasCombo for Placed {
+    fn combo(&self) -> Combo {
+        self.combo
+    }
+}
+
+/// A round's items found by combination, each combination at most once: in
+/// the items themselves when they are in combination order (a kept
+/// placement's), else through a sorted index.
+struct ByCombo<'a, T> {
+    items: &'a [T],
+    /// Each item's combination and position, in combination order (searched
+    /// without a detour through `items`); empty when they are in order.
     order: Vec<(Combo, usize)>,
-    /// Where the next lookup of entries in order is likely to hit: after the
+    /// Where the next lookup of items in order is likely to hit: after the
     /// last one found (a kept placement asks for its combinations in order, so
     /// most lookups cost one comparison instead of a search).
     next: std::cell::Cell<usize>,
 }
 
-impl<'a> Previous<'a> {
-    fn new(entries: &'a [RoundEntry]) -> Previous<'a> {
+impl<'a, T: HasCombo> ByCombo<'a, T> {
+    fn new(items: &'a [T]) -> ByCombo<'a, T> {
         let mut order = Vec::new();
-        if !entries.windows(2).all(|w| w[0].combo < w[1].combo) {
-            order.extend(entries.iter().enumerate().map(|(k, e)| (e.combo, k)));
+        if !items.windows(2).all(|w| w[0].combo() < w[1].combo()) {
+            order.extend(items.iter().enumerate().map(|(k, item)| (item.combo(), k)));
             order.sort_unstable_by_key(|&(combo, _)| combo);
         }
-        Previous { entries, order, next: std::cell::Cell::new(0) }
+        ByCombo { items, order, next: std::cell::Cell::new(0) }
     }
 
-    fn find(&self, combo: Combo) -> Option<&'a RoundEntry> {
-        let k = if self.order.is_empty() {
-            let guess = self.next.get();
-            let k = match self.entries.get(guess) {
-                Some(entry) if entry.combo == combo => guess,
-                _ => self.entries.binary_search_by_key(&combo, |e| e.combo).ok()?,
-            };
-            self.next.set(k + 1);
-            k
-        } else {
-            self.order[self.order.binary_search_by_key(&combo, |&(c, _)| c).ok()?].1
+    /// The position of the item of `combo`, if any.
+    fn position(&self, combo: Combo) -> Option<usize> {
+        if !self.order.is_empty() {
+            return Some(self.order[self.order.binary_search_by_key(&combo, |&(c, _)| c).ok()?].1);
+        }
+        let guess = self.next.get();
+        let k = match self.items.get(guess) {
+            Some(item) if item.combo() == combo => guess,
+            _ => self.items.binary_search_by_key(&combo, |item| item.combo()).ok()?,
         };
-        Some(&self.entries[k])
+        self.next.set(k + 1);
+        Some(k)
     }
 
+    fn find(&self, combo: Combo) -> Option<&'a T> {
+        self.position(combo).map(|k| &self.items[k])
+    }
+}
+
+/// The last round's entries, found by combination.
+type Previous<'a> = ByCombo<'a, RoundEntry>;
+
+impl Previous<'_> {
     /// `gpus` as a list: the last round's of `combo` if it is the same, else a new one.
     fn gpus(&self, combo: Combo, gpus: &[GpuId]) -> GpuList {
         match self.find(combo) {
@@ -1573,33 +1599,11 @@ impl Gavel {
     /// Gavel's lease counters: a combination of the last round with a job still
     /// active had an opportunity; it was extended if it runs on the same GPUs.
     fn count_leases(&mut self, previous: &[RoundEntry], placed: &[Placed]) {
-        // Each combination is placed at most once: look it up by combination,
-        // in `placed` itself when it is in combination order (a kept placement).
-        let sorted = placed.windows(2).all(|w| w[0].combo < w[1].combo);
-        let mut order: Vec<(Combo, usize)> = Vec::new();
-        if !sorted {
-            order.extend(placed.iter().enumerate().map(|(k, p)| (p.combo, k)));
-            order.sort_unstable_by_key(|&(combo, _)| combo);
-        }
-        // Previous entries in combination order (a kept placement's) ask in
-        // order too: try the place after the last one found first.
-        let mut next = 0usize;
-        let mut find = |combo: Combo| -> Option<usize> {
-            if sorted {
-                let k = match placed.get(next) {
-                    Some(p) if p.combo == combo => next,
-                    _ => placed.binary_search_by_key(&combo, |p| p.combo).ok()?,
-                };
-                next = k + 1;
-                Some(k)
-            } else {
-                order.binary_search_by_key(&combo, |&(c, _)| c).ok().map(|i| order[i].1)
-            }
-        };
+        let placed_by_combo = ByCombo::new(placed);
         for entry in previous {
             if entry.combo.jobs().iter().any(|id| self.jobs.contains_key(id)) {
                 self.stats.lease_opportunities += 1;
-                let same = find(entry.combo).is_some_and(|k| placed[k].gpus == entry.gpus);
+                let same = placed_by_combo.find(entry.combo).is_some_and(|p| p.gpus == entry.gpus);
                 #[cfg(test)]
                 assert_eq!(same, placed.iter().any(|p| p.combo == entry.combo && p.gpus == entry.gpus));
                 if same {
