@@ -10,7 +10,7 @@ use cotenant_core::limits::MAX_JOB_STEPS;
 
 use crate::error::TraceError;
 use crate::slice::{assemble, check_clock, Clock, RawJob, ReadReport, Slice};
-use crate::text::{data_lines, file_stem, read_bytes, secs_to_us, text_from_bytes, Row};
+use crate::text::{data_lines, file_stem, read_bytes, secs_to_us, split_trimmed, text_from_bytes, Row};
 use crate::Workload;
 
 const SEVEN: [&str; 7] =
@@ -80,7 +80,7 @@ pub fn parse_gavel(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workloa
     for (line, content) in data_lines(&text) {
         // Sized for the 10-column form up front: no regrowth per row.
         let mut fields: Vec<&str> = Vec::with_capacity(10);
-        fields.extend(content.split('\t').map(str::trim));
+        split_trimmed(content, b'\t', &mut fields);
         let (names, layout): (&[&str], &Layout) = match fields.len() {
             7 => (&SEVEN, &LAYOUT_7),
             10 => (&TEN, &LAYOUT_10),

@@ -69,6 +69,33 @@ pub fn file_stem(path: &Path) -> String {
     }
 }
 
+/// `line.split(delimiter).map(str::trim)` into `fields` (cleared first), for an
+/// ASCII `delimiter`: one pass over the bytes, and `str::trim` called only on
+/// a field that starts or ends with a byte that is whitespace or not ASCII (a
+/// field with ASCII non-whitespace at both ends is its own trim). The same
+/// fields as the plain split (`split_trimmed_is_split_then_trim`).
+pub fn split_trimmed<'a>(line: &'a str, delimiter: u8, fields: &mut Vec<&'a str>) {
+    debug_assert!(delimiter.is_ascii(), "an ASCII delimiter never splits a UTF-8 sequence");
+    fields.clear();
+    let bytes = line.as_bytes();
+    let mut start = 0;
+    let field = |from: usize, to: usize| -> &'a str {
+        // Splitting at an ASCII byte keeps both sides valid UTF-8.
+        let f = &line[from..to];
+        match (f.as_bytes().first(), f.as_bytes().last()) {
+            (Some(a), Some(z)) if a.is_ascii_graphic() && z.is_ascii_graphic() => f,
+            _ => f.trim(),
+        }
+    };
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == delimiter {
+            fields.push(field(start, i));
+            start = i + 1;
+        }
+    }
+    fields.push(field(start, bytes.len()));
+}
+
 /// Non-blank lines with their 1-based line numbers; a trailing `\r` is dropped.
 pub fn data_lines(text: &str) -> impl Iterator<Item = (u64, &str)> {
     text.split('\n')
@@ -110,7 +137,12 @@ impl<'a> Table<'a> {
     /// Data rows, split into exactly as many fields as the header has.
     pub fn rows(&self) -> impl Iterator<Item = Result<Row<'_>, TraceError>> + '_ {
         self.rows.iter().map(move |&(line, text)| {
-            let fields: Vec<&str> = text.split(self.delimiter).map(str::trim).collect();
+            let mut fields: Vec<&str> = Vec::with_capacity(self.columns.len());
+            if self.delimiter.is_ascii() {
+                split_trimmed(text, self.delimiter as u8, &mut fields);
+            } else {
+                fields.extend(text.split(self.delimiter).map(str::trim));
+            }
             if fields.len() != self.columns.len() {
                 return Err(TraceError::Row {
                     file: self.file.clone(),
@@ -291,4 +323,31 @@ pub(crate) fn describe_span(span: Span) -> String {
 /// (and maps NaN to 0) instead of overflowing; readers bound their values first.
 pub fn secs_to_us(secs: f64) -> i64 {
     (secs * 1e6).round() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::split_trimmed;
+
+    proptest! {
+        #[test]
+        fn split_trimmed_is_split_then_trim(
+            line in proptest::collection::vec(
+                prop_oneof![
+                    Just('\t'), Just(' '), Just('\u{a0}'), Just('\u{2003}'), Just('\r'), Just(','),
+                    Just('a'), Just('Z'), Just('7'), Just('é'), Just('\u{85}'), Just('('), any::<char>(),
+                ],
+                0..40,
+            ).prop_map(|c| c.into_iter().collect::<String>()),
+            comma in any::<bool>(),
+        ) {
+            let delimiter = if comma { ',' } else { '\t' };
+            let mut fields = Vec::new();
+            split_trimmed(&line, delimiter as u8, &mut fields);
+            let plain: Vec<&str> = line.split(delimiter).map(str::trim).collect();
+            prop_assert_eq!(fields, plain);
+        }
+    }
 }
