@@ -11,6 +11,9 @@ use crate::text::Row;
 /// Parses a timestamp to microseconds since the epoch of its own zone.
 /// Returns a short reason on failure.
 pub fn parse_wall_clock_us(text: &str) -> Result<i64, String> {
+    if let Some(us) = canonical_us(text.as_bytes()) {
+        return Ok(us);
+    }
     let text = text.trim();
     let (date, time) = match text.split_once([' ', 'T']) {
         Some((d, t)) => (d, Some(t.trim())),
@@ -22,6 +25,40 @@ pub fn parse_wall_clock_us(text: &str) -> Result<i64, String> {
         None => 0,
     };
     Ok(days * 86_400_000_000 + micros_of_day)
+}
+
+/// The common forms `YYYY-MM-DD HH:MM:SS` (or `T` between) and `YYYY-MM-DD`,
+/// all digits where digits go and a valid date and time, read by position;
+/// `None` for anything else, which the general parser then reads (or names as
+/// bad). Where it answers, it answers as the general parser does
+/// (`canonical_forms_are_read_as_the_general_parser_reads_them`).
+fn canonical_us(b: &[u8]) -> Option<i64> {
+    let date_only = match b.len() {
+        10 => true,
+        19 if matches!(b[10], b' ' | b'T') && b[13] == b':' && b[16] == b':' => false,
+        _ => return None,
+    };
+    if b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let digits = |from: usize, to: usize| -> Option<i64> {
+        b[from..to].iter().try_fold(0i64, |v, &c| c.is_ascii_digit().then(|| v * 10 + i64::from(c - b'0')))
+    };
+    let year = digits(0, 4)?;
+    let month = u32::try_from(digits(5, 7)?).ok()?;
+    let day = u32::try_from(digits(8, 10)?).ok()?;
+    if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    if date_only {
+        return Some(days * 86_400_000_000);
+    }
+    let (hour, minute, second) = (digits(11, 13)?, digits(14, 16)?, digits(17, 19)?);
+    if hour >= 24 || minute >= 60 || second >= 61 {
+        return None;
+    }
+    Some(days * 86_400_000_000 + ((hour * 60 + minute) * 60 + second) * 1_000_000)
 }
 
 /// Formats microseconds since the epoch back as `YYYY-MM-DD HH:MM:SS` (for messages).
@@ -148,6 +185,56 @@ mod tests {
         assert_eq!(parse_wall_clock_us("2017-11-06"), Ok(1_509_926_400_000_000));
         assert_eq!(parse_wall_clock_us("2000-02-29T12:00:00"), Ok(951_825_600_000_000));
         assert_eq!(parse_wall_clock_us("2023-11-16 18:15:46.3046760"), Ok(1_700_158_546_304_676));
+    }
+
+    /// The general parser alone (the fast path skipped), for the test below.
+    fn general_us(text: &str) -> Result<i64, String> {
+        let text = text.trim();
+        let (date, time) = match text.split_once([' ', 'T']) {
+            Some((d, t)) => (d, Some(t.trim())),
+            None => (text, None),
+        };
+        let days = parse_date(date)?;
+        let micros_of_day = match time {
+            Some(t) => parse_time_of_day_us(t)?,
+            None => 0,
+        };
+        Ok(days * 86_400_000_000 + micros_of_day)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+        #[test]
+        fn canonical_forms_are_read_as_the_general_parser_reads_them(
+            y in proptest::prop_oneof![proptest::sample::select(vec![0u32, 1900, 2000, 2016, 2017, 2100, 9999]), 0u32..10_000],
+            mo in proptest::sample::select(vec![0u32, 1, 2, 4, 11, 12, 13]),
+            d in proptest::sample::select(vec![0u32, 1, 15, 28, 29, 30, 31, 32]),
+            h in proptest::sample::select(vec![0u32, 7, 23, 24, 25]),
+            mi in proptest::sample::select(vec![0u32, 30, 59, 60]),
+            s in proptest::sample::select(vec![0u32, 30, 59, 60, 61, 62]),
+            sep in proptest::sample::select(vec![" ", "T", " ", "T", "  ", "t", ""]),
+            date_only in proptest::bool::ANY,
+            noise in proptest::option::of((0usize..19, proptest::sample::select(vec![b'x', b'+', b' ', b'9', b'-', b':']))),
+        ) {
+            let mut text = if date_only {
+                format!("{y:04}-{mo:02}-{d:02}")
+            } else {
+                format!("{y:04}-{mo:02}-{d:02}{sep}{h:02}:{mi:02}:{s:02}")
+            };
+            if let Some((at, byte)) = noise {
+                if at < text.len() {
+                    let mut bytes = text.into_bytes();
+                    bytes[at] = byte;
+                    text = String::from_utf8(bytes).expect("ASCII");
+                }
+            }
+            let fast = canonical_us(text.as_bytes());
+            let general = general_us(&text);
+            if let Some(us) = fast {
+                proptest::prop_assert_eq!(Ok(us), general.clone(), "{:?}", text);
+            }
+            proptest::prop_assert_eq!(parse_wall_clock_us(&text), general, "{:?}", text);
+        }
     }
 
     #[test]
