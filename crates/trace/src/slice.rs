@@ -379,7 +379,11 @@ fn in_key_order(raw: Vec<RawJob>, keys: &[(i64, usize)]) -> Vec<RawJob> {
 fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadReport) -> Workload {
     // Distinct names, sorted (a set of borrowed names: one copy per tenant, not per job).
     let tenant_names: Vec<String> = {
-        let names: std::collections::BTreeSet<&str> = raw.iter().map(|j| j.tenant.as_str()).collect();
+        // Inserted one by one: `collect` would gather and sort every job's name first.
+        let mut names = std::collections::BTreeSet::new();
+        for job in &raw {
+            names.insert(job.tenant.as_str());
+        }
         names.into_iter().map(str::to_string).collect()
     };
     let mut job_types: Vec<String> = Vec::new();
