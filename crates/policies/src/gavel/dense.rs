@@ -139,15 +139,18 @@ impl<K: Ord + Copy> Rows<K> {
     }
 
     /// The row at position `k` (of `keys()`).
+    #[inline]
     pub(crate) fn row(&self, k: usize) -> &[f64] {
         &self.values[k * self.width..(k + 1) * self.width]
     }
 
+    #[inline]
     pub(crate) fn row_mut(&mut self, k: usize) -> &mut [f64] {
         &mut self.values[k * self.width..(k + 1) * self.width]
     }
 
     /// `Ok(position)` of `key`, or `Err(where it would go)`.
+    #[inline]
     pub(crate) fn position(&self, key: &K) -> Result<usize, usize> {
         self.keys.binary_search(key)
     }
@@ -155,6 +158,7 @@ impl<K: Ord + Copy> Rows<K> {
     /// The position of `key`, searched linearly from position `from` (a walk
     /// in key order asks for ascending keys: each step is one comparison),
     /// and where the next search may start.
+    #[inline]
     pub(crate) fn seek(&self, from: usize, key: &K) -> (Option<usize>, usize) {
         let mut k = from;
         while k < self.keys.len() && self.keys[k] < *key {
@@ -181,6 +185,7 @@ impl<K: Ord + Copy> Rows<K> {
         self.position(key).is_ok()
     }
 
+    #[inline]
     fn adopt_width(&mut self, width: usize) {
         if self.keys.is_empty() {
             self.width = width;
@@ -218,7 +223,17 @@ impl<K: Ord + Copy> Rows<K> {
         }
     }
 
+    /// Appends a row of `width` copies of `value` for `key`, above every key in the map.
+    #[inline]
+    pub(crate) fn push_filled(&mut self, key: K, width: usize, value: f64) {
+        self.adopt_width(width);
+        assert!(self.keys.last().is_none_or(|last| *last < key), "pushed keys ascend");
+        self.keys.push(key);
+        self.values.resize(self.values.len() + width, value);
+    }
+
     /// Appends `key`'s row: `key` is above every key in the map.
+    #[inline]
     pub(crate) fn push(&mut self, key: K, row: &[f64]) {
         self.adopt_width(row.len());
         assert!(self.keys.last().is_none_or(|last| *last < key), "pushed keys ascend");
@@ -340,8 +355,13 @@ mod tests {
                     }
                     2 => {
                         let key = map.keys().next_back().map_or(key, |last| last + 1 + key % 3);
-                        rows.push(key, &row);
-                        map.insert(key, row.to_vec());
+                        if value % 2 == 0 {
+                            rows.push(key, &row);
+                            map.insert(key, row.to_vec());
+                        } else {
+                            rows.push_filled(key, 3, v);
+                            map.insert(key, vec![v; 3]);
+                        }
                     }
                     3 => prop_assert_eq!(rows.remove(&key), map.remove(&key).is_some()),
                     4 => {

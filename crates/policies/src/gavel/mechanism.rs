@@ -379,6 +379,7 @@ type Previous<'a> = ByCombo<'a, RoundEntry>;
 
 impl Previous<'_> {
     /// `gpus` as a list: the last round's of `combo` if it is the same, else a new one.
+    #[inline]
     fn gpus(&self, combo: Combo, gpus: &[GpuId]) -> GpuList {
         match self.find(combo) {
             Some(entry) if entry.gpus[..] == *gpus => entry.gpus.clone(),
@@ -440,6 +441,8 @@ pub struct Gavel {
     /// refills its rows (each job's rates copied into the row's own buffer)
     /// instead of allocating one per job.
     alloc_jobs: Vec<AllocJob>,
+    /// The GPU type of each job in a FIFO allocation (buffer kept between allocations).
+    fifo_types: Vec<Option<usize>>,
 }
 
 /// The outcome of a FIFO round whose greedy pass took every combination of
@@ -494,6 +497,7 @@ impl Gavel {
             spare_entries: Vec::new(),
             up_scratch: Vec::new(),
             alloc_jobs: Vec::new(),
+            fifo_types: Vec::new(),
         }
     }
 
@@ -884,9 +888,33 @@ impl Gavel {
         // the next arrival or departure tries again. It is never a panic.
         // Rows copied into the flat table (its buffers reused), in combination
         // order: singles come in id order, pairs (if any) interleave and are sorted in.
-        let result = self.allocator.allocate_packed(&jobs, &pairs, &capacity, &types.names);
         self.allocation.clear();
-        if let Ok(x) = result {
+        #[cfg(test)]
+        let before = self.allocator.clone();
+        let mut fifo_types = std::mem::take(&mut self.fifo_types);
+        if self.allocator.fifo_types(&jobs, &capacity, &types.names, &mut fifo_types) {
+            // Unpacked FIFO: X is 1 on each job's type and 0 elsewhere, written
+            // into the rows in place (no row per job from the allocator).
+            let n = capacity.len();
+            for (job, t) in jobs.iter().zip(&fifo_types) {
+                self.allocation.push_filled(Combo::Single(job.id), n, 0.0);
+                if let Some(t) = *t {
+                    let last = self.allocation.len() - 1;
+                    self.allocation.row_mut(last)[t] = 1.0;
+                }
+            }
+            #[cfg(test)]
+            {
+                // The rows `allocate_packed` returns, from the same state.
+                let mut plain = before;
+                let x =
+                    plain.allocate_packed(&jobs, &pairs, &capacity, &types.names).expect("FIFO never fails");
+                let rows: BTreeMap<Combo, Vec<f64>> =
+                    jobs.iter().zip(x.singles).map(|(job, row)| (Combo::Single(job.id), row)).collect();
+                assert_eq!(self.allocation.to_map(), rows, "FIFO rows in place = the allocator's");
+                assert_eq!(format!("{plain:?}"), format!("{:?}", self.allocator), "the same FIFO state");
+            }
+        } else if let Ok(x) = self.allocator.allocate_packed(&jobs, &pairs, &capacity, &types.names) {
             let singles = jobs.iter().zip(&x.singles).map(|(job, row)| (Combo::Single(job.id), row));
             if x.pairs.is_empty() {
                 for (combo, row) in singles {
@@ -907,6 +935,7 @@ impl Gavel {
             self.allocation.iter().filter(|(_, x)| x.iter().any(|&v| v > 0.0)).map(|(combo, _)| combo),
         );
         self.alloc_jobs = jobs;
+        self.fifo_types = fifo_types;
         self.stats.allocations += 1;
     }
 
@@ -1447,7 +1476,8 @@ impl Gavel {
         let mut ghosts = false;
         for &(combo, t) in chosen {
             let Combo::Single(id) = combo else { return None };
-            if self.is_ghost(combo) {
+            // `is_ghost` with the one lookup.
+            if self.jobs.get(&id).is_some_and(|j| j.ghost) {
                 // Its engine job is over: it runs nowhere (see `place`).
                 ghosts = true;
                 continue;
@@ -1608,7 +1638,10 @@ impl Gavel {
         for entry in previous {
             if entry.combo.jobs().iter().any(|id| self.jobs.contains_key(id)) {
                 self.stats.lease_opportunities += 1;
-                let same = placed_by_combo.find(entry.combo).is_some_and(|p| p.gpus == entry.gpus);
+                // The same list (a kept job's) is the same GPUs without comparing them.
+                let same = placed_by_combo
+                    .find(entry.combo)
+                    .is_some_and(|p| Arc::ptr_eq(&p.gpus, &entry.gpus) || p.gpus == entry.gpus);
                 #[cfg(test)]
                 assert_eq!(same, placed.iter().any(|p| p.combo == entry.combo && p.gpus == entry.gpus));
                 if same {
@@ -1631,17 +1664,28 @@ impl Gavel {
         let mut entries = std::mem::take(&mut self.spare_entries);
         entries.reserve(placed.len());
         let mut end_s = now_s;
+        // Jobs that run or already have a verdict this round are stamped (those
+        // that run here, with the lookup that credits them), then one walk over
+        // the tracked jobs names the others (no list to collect and sort).
+        self.verdict_stamp += 1;
+        let stamp = self.verdict_stamp;
         for Placed { combo, gpu_type, gpus } in placed {
             let mut finish_s = now_s;
             let mut targets = [None; 2];
-            for (k, (id, rate)) in combo.jobs().into_iter().zip(self.combo_rates(combo, gpu_type)).enumerate()
-            {
+            // A pair's co-located rates; a single's is read from its own tracked job below.
+            let pair = match combo {
+                Combo::Pair(..) => Some(self.combo_rates(combo, gpu_type)),
+                Combo::Single(_) => None,
+            };
+            for (k, id) in combo.jobs().into_iter().enumerate() {
                 let real = view.job(id).work_done(now);
                 let tracked = self.jobs.get_mut(&id).expect("chosen jobs are tracked");
+                let rate = pair.map_or(tracked.rates[gpu_type], |rates| rates[k]);
+                tracked.stamp = stamp;
                 // `plan_done` with the one lookup.
                 let done = real.min(tracked.credited);
                 let left = (tracked.work - done).max(0.0);
-                let steps = (rate * round_s).floor().min(left);
+                let steps = floor_positive(rate * round_s).min(left);
                 tracked.credited = if steps >= left { tracked.work } else { done + steps };
                 finish_s = finish_s.max(now_s + steps / rate);
                 targets[k] = Some((id, done + steps));
@@ -1651,17 +1695,6 @@ impl Gavel {
                 self.stats.pairs_run += 1;
             }
             entries.push(RoundEntry { combo, gpu_type, gpus, finish_s, targets });
-        }
-        // Jobs that run or already have a verdict this round: stamped, then one
-        // walk over the tracked jobs (no list to collect and sort).
-        self.verdict_stamp += 1;
-        let stamp = self.verdict_stamp;
-        for entry in &entries {
-            for id in entry.combo.jobs().iter() {
-                if let Some(tracked) = self.jobs.get_mut(id) {
-                    tracked.stamp = stamp;
-                }
-            }
         }
         for (id, _) in &decision.waiting {
             if let Some(tracked) = self.jobs.get_mut(id) {
@@ -1698,6 +1731,18 @@ impl Gavel {
             self.round = Some(Round { charged_from_s, end_s, end, entries });
             self.stats.rounds += 1;
         }
+    }
+}
+
+/// `x.floor()`, bit for bit, without a call to the floor routine (the
+/// baseline target has no rounding instruction) where `x` is positive and
+/// below 2^52: truncation toward zero is the floor there, and exact.
+#[inline]
+fn floor_positive(x: f64) -> f64 {
+    if x > 0.0 && x < 4_503_599_627_370_496.0 {
+        (x as u64) as f64
+    } else {
+        x.floor()
     }
 }
 
@@ -1944,6 +1989,18 @@ mod tests {
     }
 
     proptest! {
+        /// `floor_positive` is `floor` bit for bit: around integers, tiny and
+        /// huge values, negatives, zeros, infinities and NaN. (Checked to
+        /// catch a seeded bug: rounding instead of truncating.)
+        #[test]
+        fn floor_positive_is_floor(bits in any::<u64>(), whole in 0u64..1 << 54, nudge in -2i32..3) {
+            let near = f64::from_bits((whole as f64).to_bits().wrapping_add_signed(i64::from(nudge)));
+            let specials = [0.0, -0.0, 0.5, -0.5, 1.0 - f64::EPSILON, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MIN_POSITIVE, 4_503_599_627_370_495.5];
+            for x in specials.into_iter().chain([f64::from_bits(bits), near, -near]) {
+                prop_assert_eq!(floor_positive(x).to_bits(), x.floor().to_bits(), "{}", x);
+            }
+        }
+
         /// The packed key orders combinations exactly as the tuple key it
         /// replaces, ids up to `u32::MAX` included. (Checked to catch a seeded
         /// bug: singles of ids above 3 compared the other way round.)
