@@ -203,6 +203,23 @@ impl Allocator {
         }
     }
 
+    /// For an unpacked FIFO objective, X as each job's GPU type (`types[k]`
+    /// for `jobs[k]`; X is 1 there and 0 elsewhere, `None`: 0 everywhere):
+    /// what [`Allocator::allocate`] returns, without a row per job. Returns
+    /// false (and leaves `types` alone) for other objectives.
+    pub fn fifo_types(
+        &mut self,
+        jobs: &[AllocJob],
+        capacity: &[u32],
+        type_names: &[String],
+        types: &mut Vec<Option<usize>>,
+    ) -> bool {
+        let Objective::Fifo { perf } = self.objective else { return false };
+        self.fifo_assign(jobs, capacity, type_names, perf);
+        self.fifo_types_into(jobs, types);
+        true
+    }
+
     /// Gavel's `FIFOPolicy.get_allocation`, including its quirks (see docs).
     fn fifo(
         &mut self,
@@ -211,6 +228,20 @@ impl Allocator {
         type_names: &[String],
         perf: bool,
     ) -> Vec<Vec<f64>> {
+        self.fifo_assign(jobs, capacity, type_names, perf);
+        let mut types = Vec::new();
+        self.fifo_types_into(jobs, &mut types);
+        let mut x = vec![vec![0.0; capacity.len()]; jobs.len()];
+        for (row, t) in x.iter_mut().zip(types) {
+            if let Some(t) = t {
+                row[t] = 1.0;
+            }
+        }
+        x
+    }
+
+    /// Updates `fifo_assigned`, FIFO's job -> GPU type assignment (see [`Allocator::fifo`]).
+    fn fifo_assign(&mut self, jobs: &[AllocJob], capacity: &[u32], type_names: &[String], perf: bool) {
         let n = capacity.len();
         let mut available: Vec<i64> = capacity.iter().map(|&c| c as i64).collect();
         // Rows by job id: by binary search when `jobs` is in id order (as the
@@ -298,24 +329,21 @@ impl Allocator {
                 types.remove(fitting[pick]);
             }
         }
-        let mut x = vec![vec![0.0; n]; jobs.len()];
-        if sorted {
+    }
+
+    /// Each job's type in `fifo_assigned`, into `types` (one per job).
+    fn fifo_types_into(&self, jobs: &[AllocJob], types: &mut Vec<Option<usize>>) {
+        types.clear();
+        if jobs.windows(2).all(|w| w[0].id < w[1].id) {
             // Merged walk, as the queue's.
             let mut assigned = self.fifo_assigned.iter().peekable();
-            for (k, job) in jobs.iter().enumerate() {
+            types.extend(jobs.iter().map(|job| {
                 while assigned.next_if(|&(&a, _)| a < job.id).is_some() {}
-                if let Some((_, &t)) = assigned.next_if(|&(&a, _)| a == job.id) {
-                    x[k][t] = 1.0;
-                }
-            }
+                assigned.next_if(|&(&a, _)| a == job.id).map(|(_, &t)| t)
+            }));
         } else {
-            for (k, job) in jobs.iter().enumerate() {
-                if let Some(&t) = self.fifo_assigned.get(&job.id) {
-                    x[k][t] = 1.0;
-                }
-            }
+            types.extend(jobs.iter().map(|job| self.fifo_assigned.get(&job.id).copied()));
         }
-        x
     }
 }
 

@@ -103,6 +103,182 @@ impl<T> std::ops::Index<&JobId> for JobTable<T> {
     }
 }
 
+/// Rows of `f64`s by key, walked in key order: a `BTreeMap<K, Vec<f64>>`
+/// whose rows all have one width, stored flat (`values[k * width..]` is the
+/// row of `keys[k]`). No allocation per row, no tree nodes: a round walks rows
+/// side by side by position, and a lookup is a binary search over `keys`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Rows<K> {
+    /// Ascending, each at most once.
+    keys: Vec<K>,
+    values: Vec<f64>,
+    /// Values per row; adopted from the first row inserted into an empty map.
+    width: usize,
+}
+
+impl<K> Default for Rows<K> {
+    fn default() -> Self {
+        Rows { keys: Vec::new(), values: Vec::new(), width: 0 }
+    }
+}
+
+impl<K: Ord + Copy> Rows<K> {
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Keys, ascending.
+    pub(crate) fn keys(&self) -> &[K] {
+        &self.keys
+    }
+
+    /// Removes every row (buffers kept).
+    pub(crate) fn clear(&mut self) {
+        self.keys.clear();
+        self.values.clear();
+    }
+
+    /// The row at position `k` (of `keys()`).
+    #[inline]
+    pub(crate) fn row(&self, k: usize) -> &[f64] {
+        &self.values[k * self.width..(k + 1) * self.width]
+    }
+
+    #[inline]
+    pub(crate) fn row_mut(&mut self, k: usize) -> &mut [f64] {
+        &mut self.values[k * self.width..(k + 1) * self.width]
+    }
+
+    /// `Ok(position)` of `key`, or `Err(where it would go)`.
+    #[inline]
+    pub(crate) fn position(&self, key: &K) -> Result<usize, usize> {
+        self.keys.binary_search(key)
+    }
+
+    /// The position of `key`, searched linearly from position `from` (a walk
+    /// in key order asks for ascending keys: each step is one comparison),
+    /// and where the next search may start.
+    #[inline]
+    pub(crate) fn seek(&self, from: usize, key: &K) -> (Option<usize>, usize) {
+        let mut k = from;
+        while k < self.keys.len() && self.keys[k] < *key {
+            k += 1;
+        }
+        if k < self.keys.len() && self.keys[k] == *key {
+            (Some(k), k + 1)
+        } else {
+            (None, k)
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn get(&self, key: &K) -> Option<&[f64]> {
+        self.position(key).ok().map(|k| self.row(k))
+    }
+
+    pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut [f64]> {
+        let k = self.position(key).ok()?;
+        Some(self.row_mut(k))
+    }
+
+    pub(crate) fn contains_key(&self, key: &K) -> bool {
+        self.position(key).is_ok()
+    }
+
+    #[inline]
+    fn adopt_width(&mut self, width: usize) {
+        if self.keys.is_empty() {
+            self.width = width;
+            self.values.clear();
+        }
+        assert_eq!(width, self.width, "rows of one width");
+    }
+
+    /// Sets `key`'s row to `width` copies of `value` (a new row, or the one it had).
+    pub(crate) fn insert_filled(&mut self, key: K, width: usize, value: f64) {
+        self.adopt_width(width);
+        let k = match self.position(&key) {
+            Ok(k) => k,
+            Err(k) => {
+                self.keys.insert(k, key);
+                let at = k * width;
+                self.values.splice(at..at, std::iter::repeat_n(value, width));
+                return;
+            }
+        };
+        self.row_mut(k).fill(value);
+    }
+
+    /// Sets `key`'s row to `row` (a new row, or the one it had).
+    #[cfg(test)]
+    pub(crate) fn insert(&mut self, key: K, row: &[f64]) {
+        self.adopt_width(row.len());
+        match self.position(&key) {
+            Ok(k) => self.row_mut(k).copy_from_slice(row),
+            Err(k) => {
+                self.keys.insert(k, key);
+                let at = k * self.width;
+                self.values.splice(at..at, row.iter().copied());
+            }
+        }
+    }
+
+    /// Appends a row of `width` copies of `value` for `key`, above every key in the map.
+    #[inline]
+    pub(crate) fn push_filled(&mut self, key: K, width: usize, value: f64) {
+        self.adopt_width(width);
+        assert!(self.keys.last().is_none_or(|last| *last < key), "pushed keys ascend");
+        self.keys.push(key);
+        self.values.resize(self.values.len() + width, value);
+    }
+
+    /// Appends `key`'s row: `key` is above every key in the map.
+    #[inline]
+    pub(crate) fn push(&mut self, key: K, row: &[f64]) {
+        self.adopt_width(row.len());
+        assert!(self.keys.last().is_none_or(|last| *last < key), "pushed keys ascend");
+        self.keys.push(key);
+        self.values.extend_from_slice(row);
+    }
+
+    /// Removes `key`'s row; whether it had one.
+    pub(crate) fn remove(&mut self, key: &K) -> bool {
+        let Ok(k) = self.position(key) else { return false };
+        self.keys.remove(k);
+        self.values.drain(k * self.width..(k + 1) * self.width);
+        true
+    }
+
+    /// Keeps the rows whose key passes `keep`, in order.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(K) -> bool) {
+        let width = self.width;
+        let mut kept = 0;
+        for k in 0..self.keys.len() {
+            let key = self.keys[k];
+            if keep(key) {
+                if kept != k {
+                    self.keys[kept] = key;
+                    self.values.copy_within(k * width..(k + 1) * width, kept * width);
+                }
+                kept += 1;
+            }
+        }
+        self.keys.truncate(kept);
+        self.values.truncate(kept * width);
+    }
+
+    /// (key, row) in key order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (K, &[f64])> + '_ {
+        (0..self.keys.len()).map(move |k| (self.keys[k], self.row(k)))
+    }
+
+    /// The map as the `BTreeMap` it replaces (for tests' comparisons).
+    #[cfg(test)]
+    pub(crate) fn to_map(&self) -> std::collections::BTreeMap<K, Vec<f64>> {
+        (0..self.len()).map(|k| (self.keys[k], self.row(k).to_vec())).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +330,64 @@ mod tests {
                 }
                 prop_assert!(table.iter().eq(map.iter()));
                 prop_assert!(table.keys().eq(map.keys()));
+            }
+        }
+
+        /// Random inserts (whole rows, filled rows, appends above the last
+        /// key), removals, retains, updates and seeks: the flat rows answer
+        /// every lookup and walk as a `BTreeMap<u32, Vec<f64>>` does. (Checked
+        /// to catch seeded bugs: `remove` draining the row after the key's,
+        /// `retain` not moving the rows it keeps.)
+        #[test]
+        fn the_rows_are_a_btree_map(ops in proptest::collection::vec((0u8..6, 0u32..30, -4i8..4), 0..200)) {
+            let (mut rows, mut map) = (Rows::default(), BTreeMap::new());
+            for (op, key, value) in ops {
+                let v = f64::from(value);
+                let row = [v, v + 0.5, -v];
+                match op {
+                    0 => {
+                        rows.insert(key, &row);
+                        map.insert(key, row.to_vec());
+                    }
+                    1 => {
+                        rows.insert_filled(key, 3, v);
+                        map.insert(key, vec![v; 3]);
+                    }
+                    2 => {
+                        let key = map.keys().next_back().map_or(key, |last| last + 1 + key % 3);
+                        if value % 2 == 0 {
+                            rows.push(key, &row);
+                            map.insert(key, row.to_vec());
+                        } else {
+                            rows.push_filled(key, 3, v);
+                            map.insert(key, vec![v; 3]);
+                        }
+                    }
+                    3 => prop_assert_eq!(rows.remove(&key), map.remove(&key).is_some()),
+                    4 => {
+                        rows.retain(|k| (k + key) % 3 != 0);
+                        map.retain(|k, _| (k + key) % 3 != 0);
+                    }
+                    _ => {
+                        if let (Some(a), Some(b)) = (rows.get_mut(&key), map.get_mut(&key)) {
+                            a[1] += v;
+                            b[1] += v;
+                        }
+                    }
+                }
+                prop_assert_eq!(rows.len(), map.len());
+                prop_assert_eq!(rows.to_map(), map.clone());
+                prop_assert!(rows.iter().map(|(k, r)| (k, r.to_vec())).eq(map.iter().map(|(&k, r)| (k, r.clone()))));
+                let mut from = 0;
+                for probe in 0..34 {
+                    prop_assert_eq!(rows.get(&probe), map.get(&probe).map(|r| &r[..]));
+                    prop_assert_eq!(rows.contains_key(&probe), map.contains_key(&probe));
+                    // Seeks in ascending order find what a lookup finds.
+                    let (found, next) = rows.seek(from, &probe);
+                    prop_assert_eq!(found.map(|k| rows.keys()[k]), map.contains_key(&probe).then_some(probe));
+                    prop_assert!(next >= from);
+                    from = next;
+                }
             }
         }
     }

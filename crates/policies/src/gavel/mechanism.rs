@@ -46,7 +46,7 @@ use cotenant_core::{
 use cotenant_perf::throughput::{JobTypeKey, ThroughputTable};
 
 use super::allocation::{AllocJob, Allocator, Objective};
-use super::dense::JobTable;
+use super::dense::{JobTable, Rows};
 use super::packed::PairCandidate;
 use super::pyrandom::PyRandom;
 
@@ -379,6 +379,7 @@ type Previous<'a> = ByCombo<'a, RoundEntry>;
 
 impl Previous<'_> {
     /// `gpus` as a list: the last round's of `combo` if it is the same, else a new one.
+    #[inline]
     fn gpus(&self, combo: Combo, gpus: &[GpuId]) -> GpuList {
         match self.find(combo) {
             Some(entry) if entry.gpus[..] == *gpus => entry.gpus.clone(),
@@ -402,10 +403,13 @@ pub struct Gavel {
     /// candidate pair (a < b); empty unless the objective packs.
     pair_rates: BTreeMap<(JobId, JobId), Vec<(f64, f64)>>,
     arrived: BTreeSet<JobId>,
-    allocation: BTreeMap<Combo, Vec<f64>>,
-    combo_time_s: BTreeMap<Combo, Vec<f64>>,
+    /// X per combination and GPU type (rows stored flat, in combination order).
+    allocation: Rows<Combo>,
+    /// Time each combination received on each type since the last reset.
+    combo_time_s: Rows<Combo>,
     worker_time_s: Vec<f64>,
-    deficits_s: BTreeMap<Combo, Vec<f64>>,
+    /// Deficits per combination and type (the combinations of `combo_time_s`).
+    deficits_s: Rows<Combo>,
     last_reset_s: f64,
     /// Gavel's clock at the end of the last round.
     last_end_s: f64,
@@ -437,6 +441,8 @@ pub struct Gavel {
     /// refills its rows (each job's rates copied into the row's own buffer)
     /// instead of allocating one per job.
     alloc_jobs: Vec<AllocJob>,
+    /// The GPU type of each job in a FIFO allocation (buffer kept between allocations).
+    fifo_types: Vec<Option<usize>>,
 }
 
 /// The outcome of a FIFO round whose greedy pass took every combination of
@@ -472,10 +478,10 @@ impl Gavel {
             jobs: JobTable::default(),
             pair_rates: BTreeMap::new(),
             arrived: BTreeSet::new(),
-            allocation: BTreeMap::new(),
-            combo_time_s: BTreeMap::new(),
+            allocation: Rows::default(),
+            combo_time_s: Rows::default(),
             worker_time_s: Vec::new(),
-            deficits_s: BTreeMap::new(),
+            deficits_s: Rows::default(),
             last_reset_s: 0.0,
             last_end_s: 0.0,
             need_update: false,
@@ -491,6 +497,7 @@ impl Gavel {
             spare_entries: Vec::new(),
             up_scratch: Vec::new(),
             alloc_jobs: Vec::new(),
+            fifo_types: Vec::new(),
         }
     }
 
@@ -603,12 +610,12 @@ impl Gavel {
             self.deficits_s.remove(&Combo::Single(id));
         } else {
             self.pair_rates.retain(|&(a, b), _| a != id && b != id);
-            self.combo_time_s.retain(|c, _| !c.contains(id));
-            self.deficits_s.retain(|c, _| !c.contains(id));
+            self.combo_time_s.retain(|c| !c.contains(id));
+            self.deficits_s.retain(|c| !c.contains(id));
         }
         #[cfg(test)]
         assert!(
-            !self.combo_time_s.keys().chain(self.deficits_s.keys()).any(|c| c.contains(id)),
+            !self.combo_time_s.keys().iter().chain(self.deficits_s.keys()).any(|c| c.contains(id)),
             "forget leaves no combination of {id}, as the plain retain does"
         );
     }
@@ -651,14 +658,14 @@ impl Gavel {
                         let rates =
                             if a == other { rates } else { rates.iter().map(|&(x, y)| (y, x)).collect() };
                         self.pair_rates.insert((a, b), rates);
-                        self.combo_time_s.insert(combo, vec![0.0; n]);
-                        self.deficits_s.insert(combo, vec![0.0; n]);
+                        self.combo_time_s.insert_filled(combo, n, 0.0);
+                        self.deficits_s.insert_filled(combo, n, 0.0);
                     }
                 }
             }
             self.jobs.insert(id, tracked);
-            self.combo_time_s.insert(Combo::Single(id), vec![self.half_round_s(); n]);
-            self.deficits_s.insert(Combo::Single(id), vec![0.0; n]);
+            self.combo_time_s.insert_filled(Combo::Single(id), n, self.half_round_s());
+            self.deficits_s.insert_filled(Combo::Single(id), n, 0.0);
             self.need_update = true;
         }
     }
@@ -708,7 +715,7 @@ impl Gavel {
         let Some(round) = self.round.take() else { return };
         #[cfg(test)]
         let plain = {
-            let mut times = self.combo_time_s.clone();
+            let mut times = self.combo_time_s.to_map();
             for entry in &round.entries {
                 if let Some(row) = times.get_mut(&entry.combo) {
                     row[entry.gpu_type] += entry.finish_s - round.charged_from_s;
@@ -717,22 +724,10 @@ impl Gavel {
             times
         };
         // Each combination runs once a round: one addition to its own row, in
-        // any order. Entries in combination order (a kept placement's) are
-        // charged in one walk over the map; others by lookup.
-        let sorted = round.entries.windows(2).all(|w| w[0].combo < w[1].combo);
-        if let (true, Some(first)) = (sorted, round.entries.first()) {
-            let mut rows = self.combo_time_s.range_mut(first.combo..).peekable();
-            for entry in &round.entries {
-                while rows.next_if(|(c, _)| **c < entry.combo).is_some() {}
-                if let Some((_, times)) = rows.next_if(|(c, _)| **c == entry.combo) {
-                    times[entry.gpu_type] += entry.finish_s - round.charged_from_s;
-                }
-            }
-        } else {
-            for entry in &round.entries {
-                if let Some(times) = self.combo_time_s.get_mut(&entry.combo) {
-                    times[entry.gpu_type] += entry.finish_s - round.charged_from_s;
-                }
+        // any order (found by binary search over the flat rows' keys).
+        for entry in &round.entries {
+            if let Some(times) = self.combo_time_s.get_mut(&entry.combo) {
+                times[entry.gpu_type] += entry.finish_s - round.charged_from_s;
             }
         }
         #[cfg(test)]
@@ -740,7 +735,7 @@ impl Gavel {
             let bits = |m: &BTreeMap<Combo, Vec<f64>>| -> Vec<(Combo, Vec<u64>)> {
                 m.iter().map(|(&c, v)| (c, v.iter().map(|x| x.to_bits()).collect())).collect()
             };
-            assert_eq!(bits(&self.combo_time_s), bits(&plain), "charged as by lookups");
+            assert_eq!(bits(&self.combo_time_s.to_map()), bits(&plain), "charged as by lookups");
         }
         // The types' totals in entry order (a sum's bits depend on its order).
         for entry in &round.entries {
@@ -775,14 +770,14 @@ impl Gavel {
         self.jobs.get(&id).map_or(real, |j| real.min(j.credited))
     }
 
-    /// Gavel's `_reset_time_run_so_far`: one walk over the per-combination maps
+    /// Gavel's `_reset_time_run_so_far`: one walk over the per-combination rows
     /// side by side (the same order), no lookups.
     fn reset_time(&mut self, now_s: f64) {
         self.steady = None;
         #[cfg(test)]
         let plain = {
             let (mut times, mut deficits, mut workers) =
-                (self.combo_time_s.clone(), self.deficits_s.clone(), self.worker_time_s.clone());
+                (self.combo_time_s.to_map(), self.deficits_s.to_map(), self.worker_time_s.clone());
             self.reset_time_plain(now_s, &mut times, &mut deficits, &mut workers);
             (times, deficits, workers)
         };
@@ -790,10 +785,15 @@ impl Gavel {
         let half = self.half_round_s();
         let types = self.worker_time_s.len();
         self.worker_time_s.iter_mut().for_each(|w| *w = 0.0);
-        let mut allocation = self.allocation.iter().peekable();
-        for ((combo, times), deficit) in self.combo_time_s.iter_mut().zip(self.deficits_s.values_mut()) {
-            while allocation.next_if(|&(c, _)| c < combo).is_some() {}
-            let x = allocation.next_if(|&(c, _)| c == combo).map(|(_, x)| x);
+        debug_assert_eq!(self.combo_time_s.keys(), self.deficits_s.keys(), "the same combinations");
+        let mut from = 0;
+        for k in 0..self.combo_time_s.len() {
+            let combo = self.combo_time_s.keys()[k];
+            let (x, next) = self.allocation.seek(from, &combo);
+            from = next;
+            let x = x.map(|j| self.allocation.row(j));
+            let times = self.combo_time_s.row_mut(k);
+            let deficit = self.deficits_s.row_mut(k);
             for t in 0..types {
                 let received = times[t] - half;
                 let promised = x.map_or(0.0, |x| x[t] * elapsed);
@@ -811,15 +811,15 @@ impl Gavel {
                 m.iter().map(|(&c, v)| (c, v.iter().map(|x| x.to_bits()).collect())).collect()
             };
             let (times, deficits, workers) = plain;
-            assert_eq!(bits(&self.combo_time_s), bits(&times), "reset: times as the plain loop");
-            assert_eq!(bits(&self.deficits_s), bits(&deficits), "reset: deficits as the plain loop");
+            assert_eq!(bits(&self.combo_time_s.to_map()), bits(&times), "reset: times as the plain loop");
+            assert_eq!(bits(&self.deficits_s.to_map()), bits(&deficits), "reset: deficits as the plain loop");
             let w = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
             assert_eq!(w(&self.worker_time_s), w(&workers), "reset: worker time as the plain loop");
         }
     }
 
     /// The plain `_reset_time_run_so_far` (two map lookups per combination and
-    /// type) on copies of the state, for tests.
+    /// type) on copies of the state as maps, for tests.
     #[cfg(test)]
     fn reset_time_plain(
         &self,
@@ -830,11 +830,12 @@ impl Gavel {
     ) {
         let elapsed = now_s - self.last_reset_s;
         let half = self.half_round_s();
+        let allocation = self.allocation.to_map();
         for t in 0..worker_time_s.len() {
             worker_time_s[t] = 0.0;
             for (combo, times) in combo_time_s.iter_mut() {
                 let received = times[t] - half;
-                let promised = self.allocation.get(combo).map_or(0.0, |x| x[t] * elapsed);
+                let promised = allocation.get(combo).map_or(0.0, |x| x[t] * elapsed);
                 if let Some(deficit) = deficits_s.get_mut(combo) {
                     deficit[t] += promised - received;
                 }
@@ -885,21 +886,56 @@ impl Gavel {
             .collect();
         // A solver failure leaves X empty: every priority is zero this round and
         // the next arrival or departure tries again. It is never a panic.
-        // Built in one go (sorted, then filled leaf by leaf), not inserted row by row.
-        self.allocation = match self.allocator.allocate_packed(&jobs, &pairs, &capacity, &types.names) {
-            Ok(x) => {
-                let singles = jobs.iter().zip(x.singles).map(|(job, row)| (Combo::Single(job.id), row));
-                let pairs =
-                    self.pair_rates.keys().zip(x.pairs).map(|(&(a, b), row)| (Combo::Pair(a, b), row));
-                singles.chain(pairs).collect()
+        // Rows copied into the flat table (its buffers reused), in combination
+        // order: singles come in id order, pairs (if any) interleave and are sorted in.
+        self.allocation.clear();
+        #[cfg(test)]
+        let before = self.allocator.clone();
+        let mut fifo_types = std::mem::take(&mut self.fifo_types);
+        if self.allocator.fifo_types(&jobs, &capacity, &types.names, &mut fifo_types) {
+            // Unpacked FIFO: X is 1 on each job's type and 0 elsewhere, written
+            // into the rows in place (no row per job from the allocator).
+            let n = capacity.len();
+            for (job, t) in jobs.iter().zip(&fifo_types) {
+                self.allocation.push_filled(Combo::Single(job.id), n, 0.0);
+                if let Some(t) = *t {
+                    let last = self.allocation.len() - 1;
+                    self.allocation.row_mut(last)[t] = 1.0;
+                }
             }
-            Err(_) => BTreeMap::new(),
-        };
+            #[cfg(test)]
+            {
+                // The rows `allocate_packed` returns, from the same state.
+                let mut plain = before;
+                let x =
+                    plain.allocate_packed(&jobs, &pairs, &capacity, &types.names).expect("FIFO never fails");
+                let rows: BTreeMap<Combo, Vec<f64>> =
+                    jobs.iter().zip(x.singles).map(|(job, row)| (Combo::Single(job.id), row)).collect();
+                assert_eq!(self.allocation.to_map(), rows, "FIFO rows in place = the allocator's");
+                assert_eq!(format!("{plain:?}"), format!("{:?}", self.allocator), "the same FIFO state");
+            }
+        } else if let Ok(x) = self.allocator.allocate_packed(&jobs, &pairs, &capacity, &types.names) {
+            let singles = jobs.iter().zip(&x.singles).map(|(job, row)| (Combo::Single(job.id), row));
+            if x.pairs.is_empty() {
+                for (combo, row) in singles {
+                    self.allocation.push(combo, row);
+                }
+            } else {
+                let pairs =
+                    self.pair_rates.keys().zip(&x.pairs).map(|(&(a, b), row)| (Combo::Pair(a, b), row));
+                let mut rows: Vec<(Combo, &Vec<f64>)> = singles.chain(pairs).collect();
+                rows.sort_unstable_by_key(|&(combo, _)| combo);
+                for (combo, row) in rows {
+                    self.allocation.push(combo, row);
+                }
+            }
+        }
         self.positive.clear();
         self.positive.extend(
-            self.allocation.iter().filter(|(_, x)| x.iter().any(|&v| v > 0.0)).map(|(&combo, _)| combo),
+            self.allocation.iter().filter(|(_, x)| x.iter().any(|&v| v > 0.0)).map(|(combo, _)| combo),
         );
         self.alloc_jobs = jobs;
+        self.fifo_types = fifo_types;
         self.stats.allocations += 1;
     }
 
@@ -984,20 +1020,21 @@ impl Gavel {
         ranking.types = types;
         ranking.combos.clear();
         ranking.keys.clear();
-        // `positive` and the maps in the same order: walked side by side, no lookups.
-        let Some(&first) = self.positive.first() else { return };
-        let mut rows = self.combo_time_s.range(first..).zip(self.deficits_s.range(first..)).peekable();
-        let mut allocation = self.allocation.range(first..).peekable();
+        // `positive` and the rows in the same order: walked side by side, no
+        // lookups (each walk starts where the first positive one is).
+        let Some(first) = self.positive.first() else { return };
+        let start_at = |rows: &Rows<Combo>| rows.position(first).unwrap_or_else(|at| at);
+        let (mut from_rows, mut from_x) = (start_at(&self.combo_time_s), start_at(&self.allocation));
         for &combo in &self.positive {
             let Combo::Single(a) = combo else { continue };
             let Some(job) = self.jobs.get(&a) else { continue };
-            while rows.next_if(|((c, _), _)| **c < combo).is_some() {}
-            while allocation.next_if(|(c, _)| **c < combo).is_some() {}
-            let (Some(((_, times), (_, deficits))), Some((_, x_row))) =
-                (rows.next_if(|((c, _), _)| **c == combo), allocation.next_if(|(c, _)| **c == combo))
-            else {
-                continue;
-            };
+            let (row, next) = self.combo_time_s.seek(from_rows, &combo);
+            from_rows = next;
+            let (x, next) = self.allocation.seek(from_x, &combo);
+            from_x = next;
+            let (Some(row), Some(x)) = (row, x) else { continue };
+            let (times, deficits, x_row) =
+                (self.combo_time_s.row(row), self.deficits_s.row(row), self.allocation.row(x));
             let start = ranking.keys.len();
             let mut any = false;
             for t in 0..types {
@@ -1037,24 +1074,21 @@ impl Gavel {
         ranking.types = types;
         ranking.combos.clear();
         ranking.keys.clear();
-        let mut allocation = self.allocation.iter().peekable();
-        // Singles come in job order, as `jobs` iterates: walked side by side too.
-        let mut jobs = self.jobs.iter().peekable();
-        for ((&combo, times), (&same, deficits)) in self.combo_time_s.iter().zip(&self.deficits_s) {
-            debug_assert_eq!(combo, same, "deficits_s and combo_time_s hold the same combinations");
-            while allocation.next_if(|&(&c, _)| c < combo).is_some() {}
-            let x_row = allocation.next_if(|&(&c, _)| c == combo).map(|(_, x)| x);
+        debug_assert_eq!(self.combo_time_s.keys(), self.deficits_s.keys(), "the same combinations");
+        let mut from = 0;
+        for (k, &combo) in self.combo_time_s.keys().iter().enumerate() {
+            let (times, deficits) = (self.combo_time_s.row(k), self.deficits_s.row(k));
+            let (x, next) = self.allocation.seek(from, &combo);
+            from = next;
             ranking.combos.push(combo);
-            let Some(x_row) = x_row else {
+            let Some(x) = x else {
                 ranking.keys.extend(deficits.iter().take(types).map(|&d| (0.0, d, 0.0)));
                 continue;
             };
+            let x_row = self.allocation.row(x);
             // What `runs_on(combo, t)` reads, looked up once.
             let single = match combo {
-                Combo::Single(a) => {
-                    while jobs.next_if(|&(&id, _)| id < a).is_some() {}
-                    jobs.peek().filter(|&&(&id, _)| id == a).map(|&(_, j)| &j.rates)
-                }
+                Combo::Single(a) => self.jobs.get(&a).map(|j| &j.rates),
                 Combo::Pair(..) => None,
             };
             let pair = match combo {
@@ -1083,7 +1117,7 @@ impl Gavel {
             combos: Vec::with_capacity(self.combo_time_s.len()),
             keys: Vec::with_capacity(self.combo_time_s.len() * types),
         };
-        for (&combo, times) in &self.combo_time_s {
+        for (combo, times) in self.combo_time_s.iter() {
             let allocation = self.allocation.get(&combo);
             let deficits = self.deficits_s.get(&combo);
             ranking.combos.push(combo);
@@ -1442,7 +1476,8 @@ impl Gavel {
         let mut ghosts = false;
         for &(combo, t) in chosen {
             let Combo::Single(id) = combo else { return None };
-            if self.is_ghost(combo) {
+            // `is_ghost` with the one lookup.
+            if self.jobs.get(&id).is_some_and(|j| j.ghost) {
                 // Its engine job is over: it runs nowhere (see `place`).
                 ghosts = true;
                 continue;
@@ -1603,7 +1638,10 @@ impl Gavel {
         for entry in previous {
             if entry.combo.jobs().iter().any(|id| self.jobs.contains_key(id)) {
                 self.stats.lease_opportunities += 1;
-                let same = placed_by_combo.find(entry.combo).is_some_and(|p| p.gpus == entry.gpus);
+                // The same list (a kept job's) is the same GPUs without comparing them.
+                let same = placed_by_combo
+                    .find(entry.combo)
+                    .is_some_and(|p| Arc::ptr_eq(&p.gpus, &entry.gpus) || p.gpus == entry.gpus);
                 #[cfg(test)]
                 assert_eq!(same, placed.iter().any(|p| p.combo == entry.combo && p.gpus == entry.gpus));
                 if same {
@@ -1626,17 +1664,28 @@ impl Gavel {
         let mut entries = std::mem::take(&mut self.spare_entries);
         entries.reserve(placed.len());
         let mut end_s = now_s;
+        // Jobs that run or already have a verdict this round are stamped (those
+        // that run here, with the lookup that credits them), then one walk over
+        // the tracked jobs names the others (no list to collect and sort).
+        self.verdict_stamp += 1;
+        let stamp = self.verdict_stamp;
         for Placed { combo, gpu_type, gpus } in placed {
             let mut finish_s = now_s;
             let mut targets = [None; 2];
-            for (k, (id, rate)) in combo.jobs().into_iter().zip(self.combo_rates(combo, gpu_type)).enumerate()
-            {
+            // A pair's co-located rates; a single's is read from its own tracked job below.
+            let pair = match combo {
+                Combo::Pair(..) => Some(self.combo_rates(combo, gpu_type)),
+                Combo::Single(_) => None,
+            };
+            for (k, id) in combo.jobs().into_iter().enumerate() {
                 let real = view.job(id).work_done(now);
                 let tracked = self.jobs.get_mut(&id).expect("chosen jobs are tracked");
+                let rate = pair.map_or(tracked.rates[gpu_type], |rates| rates[k]);
+                tracked.stamp = stamp;
                 // `plan_done` with the one lookup.
                 let done = real.min(tracked.credited);
                 let left = (tracked.work - done).max(0.0);
-                let steps = (rate * round_s).floor().min(left);
+                let steps = floor_positive(rate * round_s).min(left);
                 tracked.credited = if steps >= left { tracked.work } else { done + steps };
                 finish_s = finish_s.max(now_s + steps / rate);
                 targets[k] = Some((id, done + steps));
@@ -1646,17 +1695,6 @@ impl Gavel {
                 self.stats.pairs_run += 1;
             }
             entries.push(RoundEntry { combo, gpu_type, gpus, finish_s, targets });
-        }
-        // Jobs that run or already have a verdict this round: stamped, then one
-        // walk over the tracked jobs (no list to collect and sort).
-        self.verdict_stamp += 1;
-        let stamp = self.verdict_stamp;
-        for entry in &entries {
-            for id in entry.combo.jobs().iter() {
-                if let Some(tracked) = self.jobs.get_mut(id) {
-                    tracked.stamp = stamp;
-                }
-            }
         }
         for (id, _) in &decision.waiting {
             if let Some(tracked) = self.jobs.get_mut(id) {
@@ -1693,6 +1731,18 @@ impl Gavel {
             self.round = Some(Round { charged_from_s, end_s, end, entries });
             self.stats.rounds += 1;
         }
+    }
+}
+
+/// `x.floor()`, bit for bit, without a call to the floor routine (the
+/// baseline target has no rounding instruction) where `x` is positive and
+/// below 2^52: truncation toward zero is the floor there, and exact.
+#[inline]
+fn floor_positive(x: f64) -> f64 {
+    if x > 0.0 && x < 4_503_599_627_370_496.0 {
+        (x as u64) as f64
+    } else {
+        x.floor()
     }
 }
 
@@ -1939,6 +1989,18 @@ mod tests {
     }
 
     proptest! {
+        /// `floor_positive` is `floor` bit for bit: around integers, tiny and
+        /// huge values, negatives, zeros, infinities and NaN. (Checked to
+        /// catch a seeded bug: rounding instead of truncating.)
+        #[test]
+        fn floor_positive_is_floor(bits in any::<u64>(), whole in 0u64..1 << 54, nudge in -2i32..3) {
+            let near = f64::from_bits((whole as f64).to_bits().wrapping_add_signed(i64::from(nudge)));
+            let specials = [0.0, -0.0, 0.5, -0.5, 1.0 - f64::EPSILON, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MIN_POSITIVE, 4_503_599_627_370_495.5];
+            for x in specials.into_iter().chain([f64::from_bits(bits), near, -near]) {
+                prop_assert_eq!(floor_positive(x).to_bits(), x.floor().to_bits(), "{}", x);
+            }
+        }
+
         /// The packed key orders combinations exactly as the tuple key it
         /// replaces, ids up to `u32::MAX` included. (Checked to catch a seeded
         /// bug: singles of ids above 3 compared the other way round.)
@@ -2086,12 +2148,12 @@ mod tests {
                 stamp: 0,
             };
             g.jobs.insert(JobId(id), tracked);
-            g.combo_time_s.insert(Combo::Single(JobId(id)), vec![180.0 + f64::from(id), 180.0]);
-            g.deficits_s.insert(Combo::Single(JobId(id)), vec![f64::from(id), 0.0]);
-            let x = if id == 1 || id == 4 { vec![1.0, 0.0] } else { vec![0.0, 0.0] };
-            g.allocation.insert(Combo::Single(JobId(id)), x);
+            g.combo_time_s.insert(Combo::Single(JobId(id)), &[180.0 + f64::from(id), 180.0]);
+            g.deficits_s.insert(Combo::Single(JobId(id)), &[f64::from(id), 0.0]);
+            let x = if id == 1 || id == 4 { [1.0, 0.0] } else { [0.0, 0.0] };
+            g.allocation.insert(Combo::Single(JobId(id)), &x);
         }
-        g.allocation.insert(Combo::Single(JobId(7)), vec![0.0, 1.0]);
+        g.allocation.insert(Combo::Single(JobId(7)), &[0.0, 1.0]);
         g.positive = [1, 4, 7].map(|id| Combo::Single(JobId(id))).to_vec();
         let mut ranking = Ranking::default();
         g.rank_positive(&mut ranking);
