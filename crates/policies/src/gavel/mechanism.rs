@@ -386,6 +386,37 @@ impl Previous<'_> {
             _ => Arc::from(gpus),
         }
     }
+
+    /// [`Previous::gpus`] for combinations asked in ascending order (a kept
+    /// placement's, most rounds): a cursor over the entries, in combination
+    /// order when `order` is empty, steps forward instead of a lookup per
+    /// call. `cursor` starts at 0; a combination below the cursor's (asked out
+    /// of order) or entries out of order take the lookup.
+    #[inline]
+    fn gpus_from(&self, cursor: &mut usize, combo: Combo, gpus: &[GpuId]) -> GpuList {
+        if !self.order.is_empty() {
+            return self.gpus(combo, gpus);
+        }
+        let mut k = *cursor;
+        while let Some(entry) = self.items.get(k) {
+            match entry.combo.cmp(&combo) {
+                Ordering::Less => k += 1,
+                Ordering::Equal => {
+                    *cursor = k + 1;
+                    return if entry.gpus[..] == *gpus { entry.gpus.clone() } else { Arc::from(gpus) };
+                }
+                Ordering::Greater if k == *cursor && k > 0 => return self.gpus(combo, gpus),
+                Ordering::Greater => break,
+            }
+        }
+        // Not among the entries at or after the cursor, which are ascending:
+        // unless it sorts before the cursor's start, it is not there at all.
+        if *cursor > 0 && self.items[*cursor - 1].combo >= combo {
+            return self.gpus(combo, gpus);
+        }
+        *cursor = k;
+        Arc::from(gpus)
+    }
 }
 
 /// A Gavel policy: an allocation objective plus the round mechanism.
@@ -1474,6 +1505,7 @@ impl Gavel {
         }
         let mut placed = Vec::with_capacity(chosen.len());
         let mut ghosts = false;
+        let mut cursor = 0;
         for &(combo, t) in chosen {
             let Combo::Single(id) = combo else { return None };
             // `is_ghost` with the one lookup.
@@ -1488,7 +1520,14 @@ impl Gavel {
             if !alone || !on_type || !job.is_running() {
                 return None;
             }
-            placed.push(Placed { combo, gpu_type: t, gpus: previous.gpus(combo, &job.gpus[..]) });
+            let gpus = previous.gpus_from(&mut cursor, combo, &job.gpus[..]);
+            #[cfg(test)]
+            {
+                let plain = previous.gpus(combo, &job.gpus[..]);
+                assert_eq!(gpus, plain, "the cursor's list = the lookup's");
+                assert_eq!(Arc::ptr_eq(&gpus, &plain), previous.find(combo).is_some_and(|e| e.gpus == plain));
+            }
+            placed.push(Placed { combo, gpu_type: t, gpus });
         }
         // Distinct running jobs, as many as run: exactly the running set.
         if placed.len() != view.running.len() {
@@ -1638,10 +1677,9 @@ impl Gavel {
         for entry in previous {
             if entry.combo.jobs().iter().any(|id| self.jobs.contains_key(id)) {
                 self.stats.lease_opportunities += 1;
+                let found = placed_by_combo.find(entry.combo);
                 // The same list (a kept job's) is the same GPUs without comparing them.
-                let same = placed_by_combo
-                    .find(entry.combo)
-                    .is_some_and(|p| Arc::ptr_eq(&p.gpus, &entry.gpus) || p.gpus == entry.gpus);
+                let same = found.is_some_and(|p| Arc::ptr_eq(&p.gpus, &entry.gpus) || p.gpus == entry.gpus);
                 #[cfg(test)]
                 assert_eq!(same, placed.iter().any(|p| p.combo == entry.combo && p.gpus == entry.gpus));
                 if same {
