@@ -257,12 +257,10 @@ macro_rules! with_dim {
     };
 }
 
-/// A zeroed buffer of `len` numbers, on the stack when it fits in `$stack`
-/// numbers (`SMALL_TYPES` for vectors, `SMALL_TYPES^2` for matrices: zeroing
-/// a matrix's worth for a vector of 3 cost more than the kernel using it).
+/// A buffer of `len` numbers on the stack when it fits in `SMALL_TYPES^2`.
 macro_rules! scratch {
-    ($name:ident, $len:expr, $stack:expr) => {
-        let mut stack = [0.0; $stack];
+    ($name:ident, $len:expr) => {
+        let mut stack = [0.0; SMALL_TYPES * SMALL_TYPES];
         let mut heap = Vec::new();
         let len = $len;
         let $name: &mut [f64] = if len <= stack.len() {
@@ -288,7 +286,7 @@ fn slacks_into_dim<D: Dim>(d: D, p: &Problem<'_>, x: &[f64], t: f64, s: &mut [f6
     // The capacity sums run in a local buffer (registers, for the unrolled
     // type counts) rather than through `cap` in memory: the same operations
     // in the same order.
-    scratch!(acc, n, SMALL_TYPES);
+    scratch!(acc, n);
     acc.copy_from_slice(p.capacity);
     // One loop per floor kind, each over zipped rows (no bounds checks, no
     // per-job match): the same operations in the same order.
@@ -321,77 +319,6 @@ fn slacks_into_dim<D: Dim>(d: D, p: &Problem<'_>, x: &[f64], t: f64, s: &mut [f6
     all_positive(s)
 }
 
-/// The line search's trial: writes `x + alpha dx` into `s`'s x cells and
-/// the rest of `h - G (x + alpha dx, t)` after them, exactly
-/// `slacks_into(p, trial, t, s)` with `trial[k] = x[k] + alpha * dx[k]`
-/// (the same operations in the same order, so the same bits), in one pass:
-/// no trial vector, no copy of it, and positivity tested as the slacks are
-/// made. False if some slack is not strictly positive (all slacks are
-/// written either way).
-fn trial_slacks_into(p: &Problem<'_>, x: &[f64], dx: &[f64], alpha: f64, t: f64, s: &mut [f64]) -> bool {
-    with_dim!(p.types, d => trial_slacks_into_dim(d, p, x, dx, alpha, t, s))
-}
-
-fn trial_slacks_into_dim<D: Dim>(
-    d: D,
-    p: &Problem<'_>,
-    x: &[f64],
-    dx: &[f64],
-    alpha: f64,
-    t: f64,
-    s: &mut [f64],
-) -> bool {
-    let (m, n) = (p.jobs, d.n());
-    let (sx, rest) = s.split_at_mut(m * n);
-    let (cap, rest) = rest.split_at_mut(n);
-    let (row, floor) = rest.split_at_mut(m);
-    scratch!(acc, n, SMALL_TYPES);
-    acc.copy_from_slice(p.capacity);
-    let mut positive = true;
-    let jobs =
-        sx.chunks_exact_mut(n).zip(x.chunks_exact(n).zip(dx.chunks_exact(n))).zip(p.scale.iter().zip(row));
-    // Whether the job's cells and row slack are positive.
-    let mut job = |si: &mut [f64], xi: &[f64], di: &[f64], scale: f64, row: &mut f64| {
-        let mut used = 0.0;
-        let mut positive = true;
-        for (((s, x), d), c) in si.iter_mut().zip(xi).zip(di).zip(acc.iter_mut()) {
-            let v = x + alpha * d;
-            *s = v;
-            positive &= v > 0.0;
-            *c -= scale * v;
-            used += v;
-        }
-        *row = 1.0 - used;
-        positive & (*row > 0.0)
-    };
-    match p.floor {
-        Floor::None => {
-            for ((si, (xi, di)), (scale, row)) in jobs {
-                positive &= job(si, xi, di, *scale, row);
-            }
-        }
-        Floor::MaxMin { coef } => {
-            for (((si, (xi, di)), (scale, row)), (c, f)) in
-                jobs.zip(coef.chunks_exact(n).zip(floor.iter_mut()))
-            {
-                positive &= job(si, xi, di, *scale, row);
-                *f = dot(c, si) - t;
-                positive &= *f > 0.0;
-            }
-        }
-        Floor::Bounds { coef, lower } => {
-            let floors = coef.chunks_exact(n).zip(lower).zip(floor.iter_mut());
-            for (((si, (xi, di)), (scale, row)), ((c, lower), f)) in jobs.zip(floors) {
-                positive &= job(si, xi, di, *scale, row);
-                *f = dot(c, si) - lower;
-                positive &= *f > 0.0;
-            }
-        }
-    }
-    cap.copy_from_slice(acc);
-    positive && acc.iter().all(|c| *c > 0.0)
-}
-
 /// Whether every entry is `> 0` (four lanes at a time; the answer does not
 /// depend on the order).
 fn all_positive(v: &[f64]) -> bool {
@@ -416,7 +343,7 @@ fn slack_change_dim<D: Dim>(d: D, p: &Problem<'_>, dx: &[f64], dt: f64, ds: &mut
     let (row, floor) = rest.split_at_mut(m);
     sx.copy_from_slice(dx);
     // Summed locally, as in `slacks_into_dim`.
-    scratch!(acc, n, SMALL_TYPES);
+    scratch!(acc, n);
     let jobs = dx.chunks_exact(n).zip(p.scale).zip(row.iter_mut());
     let mut job = |di: &[f64], scale: &f64, row: &mut f64| {
         let mut used = 0.0;
@@ -844,9 +771,7 @@ impl State {
     /// Whether `(x, t)` is inside the domain and its barrier change is at most
     /// `threshold` (the Armijo test): exactly `barrier_change(..) <= threshold`,
     /// decided by [`change_at_most`] (the slacks go into `trial`; `recip`,
-    /// if given, holds `1.0 / s`). The line search asks
-    /// [`State::armijo_passes_along`]; this is its oracle in the tests.
-    #[cfg(test)]
+    /// if given, holds `1.0 / s`).
     #[allow(clippy::too_many_arguments)]
     fn armijo_passes(
         p: &Problem<'_>,
@@ -861,27 +786,6 @@ impl State {
     ) -> bool {
         slacks_into(p, x, t, trial)
             && change_at_most(State::barrier_head(p, tau, objective, x, t), trial, s, recip, threshold)
-    }
-
-    /// [`State::armijo_passes`] at the trial `(x + alpha dx, t)`, made by
-    /// [`trial_slacks_into`]: the same answer, and `trial` holds the same
-    /// slacks where it passes, whose x cells are the trial point itself.
-    #[allow(clippy::too_many_arguments)]
-    fn armijo_passes_along(
-        p: &Problem<'_>,
-        tau: f64,
-        objective: f64,
-        s: &[f64],
-        recip: Option<&[f64]>,
-        (x, dx, alpha): (&[f64], &[f64], f64),
-        t: f64,
-        trial: &mut [f64],
-        threshold: f64,
-    ) -> bool {
-        trial_slacks_into(p, x, dx, alpha, t, trial) && {
-            let head = State::barrier_head(p, tau, objective, &trial[..x.len()], t);
-            change_at_most(head, trial, s, recip, threshold)
-        }
     }
 
     /// Newton's method on the barrier for a fixed `tau`. Returns the steps
@@ -946,22 +850,23 @@ impl State {
             let objective = self.objective(p);
             let recip = recip_normal.then_some(&work.recip[..]);
             loop {
+                for ((trial, x), dx) in work.trial.iter_mut().zip(&self.x).zip(&work.dx) {
+                    *trial = x + alpha * dx;
+                }
                 let t = self.t + alpha * dt;
                 let threshold = -0.25 * alpha * decrement;
-                if State::armijo_passes_along(
+                if State::armijo_passes(
                     p,
                     tau,
                     objective,
                     &work.s,
                     recip,
-                    (&self.x, &work.dx, alpha),
+                    &work.trial,
                     t,
                     &mut work.v,
                     threshold,
                 ) {
-                    // The trial point is `v`'s x cells (`x + alpha dx`, bit for bit).
-                    let cells = self.x.len();
-                    self.x.copy_from_slice(&work.v[..cells]);
+                    std::mem::swap(&mut self.x, &mut work.trial);
                     self.t = t;
                     // `v` holds `slacks_into(p, x, t)` of the new iterate.
                     if work.reuse_slacks {
@@ -1156,11 +1061,11 @@ impl Kkt {
         let (wcap, rest) = rest.split_at(n);
         let (wrow, wfloor) = rest.split_at(m);
         // Summed in a local buffer (see `slacks_into_dim`), then factored in place.
-        scratch!(schur, n * n, SMALL_TYPES * SMALL_TYPES);
+        scratch!(schur, n * n);
         for (j, w) in wcap.iter().enumerate() {
             schur[j * n + j] = 1.0 / w;
         }
-        scratch!(block, n * n, SMALL_TYPES * SMALL_TYPES);
+        scratch!(block, n * n);
         for (i, inv) in self.block_inv.chunks_exact_mut(n * n).enumerate() {
             let r = wrow[i];
             let wxi = &wx[i * n..(i + 1) * n];
@@ -1195,7 +1100,7 @@ impl Kkt {
 
     fn solve_dim<D: Dim>(&self, d: D, p: &Problem<'_>, rhs: &[f64], out: &mut [f64]) -> f64 {
         let (m, n) = (self.m, d.n());
-        scratch!(u, n, SMALL_TYPES);
+        scratch!(u, n);
         let blocks = self.block_inv.chunks_exact(n * n).zip(rhs.chunks_exact(n)).zip(out.chunks_exact_mut(n));
         for (((inv, r), o), scale) in blocks.zip(p.scale) {
             for a in 0..n {
@@ -1281,10 +1186,10 @@ const SMALL_TYPES: usize = 8;
 #[inline(always)]
 fn invert_spd<D: Dim>(d: D, a: &[f64], out: &mut [f64]) {
     let n = d.n();
-    scratch!(l, n * n, SMALL_TYPES * SMALL_TYPES);
+    scratch!(l, n * n);
     l.copy_from_slice(&a[..n * n]);
     cholesky(d, l);
-    scratch!(e, n, SMALL_TYPES);
+    scratch!(e, n);
     for col in 0..n {
         e.fill(0.0);
         e[col] = 1.0;
@@ -1600,16 +1505,6 @@ mod tests {
                 };
                 let plain = change.is_some_and(|c| c <= threshold);
                 prop_assert_eq!(State::armijo_passes(&p, tau, objective, &s, Some(&recip), &x, t, &mut b, threshold), plain);
-                // The line search's fused trial gives the same answer and,
-                // where it passes, the same slacks.
-                let mut c = vec![0.0; k];
-                for recip in [Some(&recip[..]), None] {
-                    let along = State::armijo_passes_along(&p, tau, objective, &s, recip, (&state.x, &dx, alpha), t, &mut c, threshold);
-                    prop_assert_eq!(along, plain);
-                    if plain {
-                        prop_assert_eq!(bits(&c), bits(&b));
-                    }
-                }
                 alpha *= 0.5;
             }
         }
@@ -1688,39 +1583,6 @@ mod tests {
             }
         }
 
-        /// The line search's fused trial (`trial_slacks_into`) says "not
-        /// interior" exactly when `slacks_into` of the trial point does, with
-        /// the same slacks, when just one slack of one kind (a cell, a job's
-        /// row, its floor, a type's capacity) is pushed to zero or below and
-        /// every other stays positive: each of its positivity tests is needed.
-        #[test]
-        fn trial_slacks_catch_each_nonpositive_slack(m in 1usize..12, n in 1usize..6, bounds in any::<bool>(), target in 0usize..5, below in any::<bool>(), seed in any::<u64>()) {
-            let mut seed = seed;
-            let scale: Vec<f64> = (0..m).map(|_| [1.0, 2.0, 4.0][(lcg(&mut seed) * 3.0) as usize]).collect();
-            let coef: Vec<f64> = (0..m * n).map(|_| 0.05 + lcg(&mut seed) * 5.0).collect();
-            let x: Vec<f64> = (0..m * n).map(|_| (0.1 + lcg(&mut seed)) * 0.5 / n as f64).collect();
-            let mut dx = vec![0.0; m * n];
-            let mut capacity = vec![1e6; n];
-            let mut lower: Vec<f64> = (0..m).map(|i| 0.5 * dot(&coef[i * n..(i + 1) * n], &x[i * n..(i + 1) * n])).collect();
-            let (i, j) = ((lcg(&mut seed) * m as f64) as usize, (lcg(&mut seed) * n as f64) as usize);
-            let extra = if below { 0.01 + lcg(&mut seed) } else { 0.0 };
-            match target {
-                0 => dx[i * n + j] = -x[i * n + j] - extra,
-                1 => dx[i * n + j] = 1.0 - x[i * n..(i + 1) * n].iter().sum::<f64>() + extra,
-                2 if bounds => lower[i] = dot(&coef[i * n..(i + 1) * n], &x[i * n..(i + 1) * n]) + extra,
-                3 => capacity[j] = (0..m).map(|i| scale[i] * x[i * n + j]).sum::<f64>() * (1.0 - 0.5 * extra.min(1.0)),
-                _ => {}
-            }
-            let floor = if bounds { Floor::Bounds { coef: &coef, lower: &lower } } else { Floor::MaxMin { coef: &coef } };
-            let p = Problem { jobs: m, types: n, scale: &scale, capacity: &capacity, linear: None, floor };
-            let k = constraint_count(&p);
-            let (mut s, mut old_s) = (vec![0.0; k], vec![0.0; k]);
-            let trial: Vec<f64> = x.iter().zip(&dx).map(|(x, d)| x + 1.0 * d).collect();
-            let plain = reference::slacks_into(&p, &trial, 1e-9, &mut old_s);
-            prop_assert_eq!(trial_slacks_into(&p, &x, &dx, 1.0, 1e-9, &mut s), plain);
-            prop_assert_eq!(bits(&s), bits(&old_s));
-        }
-
         /// The specialized kernels (1-4 types unrolled, any other count at
         /// run time) give bit for bit what the kernels at 0efcfba gave, for
         /// every floor kind: factoring, solving, the t column's Schur
@@ -1757,16 +1619,6 @@ mod tests {
             let (mut s, mut old_s) = (vec![0.0; k], vec![0.0; k]);
             prop_assert_eq!(slacks_into(&p, &x, t, &mut s), reference::slacks_into(&p, &x, t, &mut old_s));
             prop_assert_eq!(bits(&s), bits(&old_s));
-            // The line search's fused trial, `x + alpha dx` made in place,
-            // at steps that leave every slack positive or not, and so short
-            // that most cells do not move.
-            let dx: Vec<f64> = (0..m * n).map(|_| (lcg(&mut seed) - 0.5) * 0.3).collect();
-            for alpha in [1.0, 0.37, 1e-3, 1e-17, 0.0] {
-                let trial: Vec<f64> = x.iter().zip(&dx).map(|(x, d)| x + alpha * d).collect();
-                let plain = reference::slacks_into(&p, &trial, t, &mut old_s);
-                prop_assert_eq!(trial_slacks_into(&p, &x, &dx, alpha, t, &mut s), plain);
-                prop_assert_eq!(bits(&s), bits(&old_s));
-            }
             slack_change(&p, &rhs, t, &mut s);
             reference::slack_change(&p, &rhs, t, &mut old_s);
             prop_assert_eq!(bits(&s), bits(&old_s));
