@@ -11,9 +11,15 @@ use crate::text::Row;
 /// Parses a timestamp to microseconds since the epoch of its own zone.
 /// Returns a short reason on failure.
 pub fn parse_wall_clock_us(text: &str) -> Result<i64, String> {
-    if let Some(us) = canonical_us(text.as_bytes()) {
-        return Ok(us);
+    match canonical_us(text.as_bytes()) {
+        Some(us) => Ok(us),
+        None => parse_any_form_us(text),
     }
+}
+
+/// [`parse_wall_clock_us`] for every form it accepts, without the common
+/// forms' shortcut.
+fn parse_any_form_us(text: &str) -> Result<i64, String> {
     let text = text.trim();
     let (date, time) = match text.split_once([' ', 'T']) {
         Some((d, t)) => (d, Some(t.trim())),
@@ -187,21 +193,6 @@ mod tests {
         assert_eq!(parse_wall_clock_us("2023-11-16 18:15:46.3046760"), Ok(1_700_158_546_304_676));
     }
 
-    /// The general parser alone (the fast path skipped), for the test below.
-    fn general_us(text: &str) -> Result<i64, String> {
-        let text = text.trim();
-        let (date, time) = match text.split_once([' ', 'T']) {
-            Some((d, t)) => (d, Some(t.trim())),
-            None => (text, None),
-        };
-        let days = parse_date(date)?;
-        let micros_of_day = match time {
-            Some(t) => parse_time_of_day_us(t)?,
-            None => 0,
-        };
-        Ok(days * 86_400_000_000 + micros_of_day)
-    }
-
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
         #[test]
@@ -229,7 +220,7 @@ mod tests {
                 }
             }
             let fast = canonical_us(text.as_bytes());
-            let general = general_us(&text);
+            let general = parse_any_form_us(&text);
             if let Some(us) = fast {
                 proptest::prop_assert_eq!(Ok(us), general.clone(), "{:?}", text);
             }

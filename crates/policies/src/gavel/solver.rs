@@ -1420,6 +1420,55 @@ mod tests {
         v.iter().map(|v| v.to_bits()).collect()
     }
 
+    /// A random problem of `kind` (0: max-min, 1: linear objective, 2: both,
+    /// 3: the analytic centre of `Bounds` rows) solved by [`solve`] and by
+    /// `solve_with` with `other` (reuse slacks, stop when stuck): the same x,
+    /// t and Newton step count, bit for bit.
+    fn solves_agree(
+        m: usize,
+        n: usize,
+        kind: usize,
+        seed: u64,
+        other: (bool, bool),
+    ) -> Result<(), TestCaseError> {
+        let mut seed = seed;
+        let (scale, capacity, coef) = instance(m, n, &mut seed);
+        let linear: Vec<f64> = (0..m * n).map(|_| lcg(&mut seed)).collect();
+        // Bounds rows at a random fraction of the default start's values,
+        // so that start is strictly feasible.
+        let plain_problem = Problem {
+            jobs: m,
+            types: n,
+            scale: &scale,
+            capacity: &capacity,
+            linear: None,
+            floor: Floor::None,
+        };
+        let x0 = State::new(&plain_problem, None).expect("the default start is interior").x;
+        let lower: Vec<f64> = (0..m)
+            .map(|i| lcg(&mut seed) * dot(&coef[i * n..(i + 1) * n], &x0[i * n..(i + 1) * n]))
+            .collect();
+        let (linear, floor) = match kind {
+            0 => (None, Floor::MaxMin { coef: &coef }),
+            1 => (Some(&linear[..]), Floor::None),
+            2 => (Some(&linear[..]), Floor::MaxMin { coef: &coef }),
+            _ => (None, Floor::Bounds { coef: &coef, lower: &lower }),
+        };
+        let p = Problem { jobs: m, types: n, scale: &scale, capacity: &capacity, linear, floor };
+        let start = matches!(floor, Floor::Bounds { .. }).then_some(x0);
+        let fast = solve_with(&p, start.as_deref(), true, true);
+        let plain = solve_with(&p, start.as_deref(), other.0, other.1);
+        match (fast, plain) {
+            (Ok(fast), Ok(plain)) => {
+                prop_assert_eq!(bits(&fast.x), bits(&plain.x));
+                prop_assert_eq!(fast.t.map(f64::to_bits), plain.t.map(f64::to_bits));
+                prop_assert_eq!(fast.newton_steps, plain.newton_steps);
+            }
+            (fast, plain) => prop_assert_eq!(fast, plain),
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -1519,33 +1568,7 @@ mod tests {
         /// it at once.
         #[test]
         fn reused_slacks_give_the_same_solve(m in 1usize..25, n in 1usize..6, kind in 0usize..4, seed in any::<u64>()) {
-            let mut seed = seed;
-            let (scale, capacity, coef) = instance(m, n, &mut seed);
-            let linear: Vec<f64> = (0..m * n).map(|_| lcg(&mut seed)).collect();
-            // Bounds rows at a random fraction of the default start's values,
-            // so that start is strictly feasible.
-            let plain_problem = Problem { jobs: m, types: n, scale: &scale, capacity: &capacity, linear: None, floor: Floor::None };
-            let x0 = State::new(&plain_problem, None).expect("the default start is interior").x;
-            let lower: Vec<f64> =
-                (0..m).map(|i| lcg(&mut seed) * dot(&coef[i * n..(i + 1) * n], &x0[i * n..(i + 1) * n])).collect();
-            let (linear, floor) = match kind {
-                0 => (None, Floor::MaxMin { coef: &coef }),
-                1 => (Some(&linear[..]), Floor::None),
-                2 => (Some(&linear[..]), Floor::MaxMin { coef: &coef }),
-                _ => (None, Floor::Bounds { coef: &coef, lower: &lower }),
-            };
-            let p = Problem { jobs: m, types: n, scale: &scale, capacity: &capacity, linear, floor };
-            let start = matches!(floor, Floor::Bounds { .. }).then_some(x0);
-            let fast = solve_with(&p, start.as_deref(), true, true);
-            let plain = solve_with(&p, start.as_deref(), false, true);
-            match (fast, plain) {
-                (Ok(fast), Ok(plain)) => {
-                    prop_assert_eq!(bits(&fast.x), bits(&plain.x));
-                    prop_assert_eq!(fast.t.map(f64::to_bits), plain.t.map(f64::to_bits));
-                    prop_assert_eq!(fast.newton_steps, plain.newton_steps);
-                }
-                (fast, plain) => prop_assert_eq!(fast, plain),
-            }
+            solves_agree(m, n, kind, seed, (false, true))?;
         }
 
         /// A whole solve whose line searches stop at a failed trial equal to
@@ -1556,31 +1579,7 @@ mod tests {
         /// `alpha = 1e-9` that keeps t), fails it.
         #[test]
         fn stopping_at_a_stuck_trial_gives_the_same_solve(m in 1usize..25, n in 1usize..6, kind in 0usize..4, seed in any::<u64>()) {
-            let mut seed = seed;
-            let (scale, capacity, coef) = instance(m, n, &mut seed);
-            let linear: Vec<f64> = (0..m * n).map(|_| lcg(&mut seed)).collect();
-            let plain_problem = Problem { jobs: m, types: n, scale: &scale, capacity: &capacity, linear: None, floor: Floor::None };
-            let x0 = State::new(&plain_problem, None).expect("the default start is interior").x;
-            let lower: Vec<f64> =
-                (0..m).map(|i| lcg(&mut seed) * dot(&coef[i * n..(i + 1) * n], &x0[i * n..(i + 1) * n])).collect();
-            let (linear, floor) = match kind {
-                0 => (None, Floor::MaxMin { coef: &coef }),
-                1 => (Some(&linear[..]), Floor::None),
-                2 => (Some(&linear[..]), Floor::MaxMin { coef: &coef }),
-                _ => (None, Floor::Bounds { coef: &coef, lower: &lower }),
-            };
-            let p = Problem { jobs: m, types: n, scale: &scale, capacity: &capacity, linear, floor };
-            let start = matches!(floor, Floor::Bounds { .. }).then_some(x0);
-            let fast = solve_with(&p, start.as_deref(), true, true);
-            let plain = solve_with(&p, start.as_deref(), true, false);
-            match (fast, plain) {
-                (Ok(fast), Ok(plain)) => {
-                    prop_assert_eq!(bits(&fast.x), bits(&plain.x));
-                    prop_assert_eq!(fast.t.map(f64::to_bits), plain.t.map(f64::to_bits));
-                    prop_assert_eq!(fast.newton_steps, plain.newton_steps);
-                }
-                (fast, plain) => prop_assert_eq!(fast, plain),
-            }
+            solves_agree(m, n, kind, seed, (true, false))?;
         }
 
         /// The specialized kernels (1-4 types unrolled, any other count at
