@@ -654,15 +654,15 @@ impl Engine {
     }
 
     fn apply_decision(&mut self, now: Time, decision: Decision, commands: &mut Vec<Command>) {
+        let Decision { mut actions, waiting } = decision;
         // Read in place (not moved out one by one): each verdict is a plain 16-byte copy.
-        for &(id, reason) in &decision.waiting {
+        for &(id, reason) in &waiting {
             if let Some(Some(job)) = self.jobs.get_mut(id.index()) {
                 job.verdict = Some(reason);
             }
         }
         // Stops first, so that the starts of the same decision may use the freed
         // GPUs; shared starts last, so that they may join jobs started just now.
-        let mut actions = decision.actions;
         // MIG reconfigurations after the stops that empty their instances, before the starts.
         let class = |a: &Action| match a {
             Action::Preempt { .. } | Action::End { .. } | Action::Allocate { .. } => 0,
@@ -676,7 +676,7 @@ impl Engine {
         if !actions.is_sorted_by_key(class) {
             actions.sort_by_key(class);
         }
-        for action in actions {
+        for action in actions.drain(..) {
             match action {
                 Action::Preempt { job } => {
                     if self.is_running(job) {
@@ -725,6 +725,7 @@ impl Engine {
                 Action::Allocate { job, alloc } => self.allocate(job, alloc, commands),
             }
         }
+        Decision { actions, waiting }.recycle();
     }
 
     /// Starts `job` on the GPUs of `partner` (space sharing), if the pair is

@@ -289,6 +289,46 @@ pub struct Decision {
     pub waiting: Vec<(JobId, WaitReason)>,
 }
 
+thread_local! {
+    /// Decisions the engine applied on this thread, emptied, for the next pass's
+    /// [`Decision::recycled`]: a pass that starts a job or gives a verdict then
+    /// reuses their buffers instead of allocating two vectors and freeing them.
+    static SPARE_DECISIONS: std::cell::RefCell<Vec<Decision>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Most spare decisions kept per thread.
+const MAX_SPARE_DECISIONS: usize = 4;
+
+/// Spare buffers above this many entries are freed rather than kept (one
+/// pass's burst does not pin its memory).
+const MAX_SPARE_ENTRIES: usize = 1 << 12;
+
+impl Decision {
+    /// An empty decision, in the buffers of one applied earlier on this thread
+    /// when there is one (see [`Decision::recycle`]); the same as
+    /// `Decision::default()` in everything but where its entries are stored.
+    pub fn recycled() -> Decision {
+        SPARE_DECISIONS.try_with(|spares| spares.borrow_mut().pop()).ok().flatten().unwrap_or_default()
+    }
+
+    /// Empties `self` and keeps its buffers for a later [`Decision::recycled`]
+    /// on this thread (the engine calls it after applying a decision).
+    pub fn recycle(mut self) {
+        if self.actions.capacity() > MAX_SPARE_ENTRIES || self.waiting.capacity() > MAX_SPARE_ENTRIES {
+            return;
+        }
+        self.actions.clear();
+        self.waiting.clear();
+        // During thread teardown the spares may be gone already: then it is just freed.
+        let _ = SPARE_DECISIONS.try_with(|spares| {
+            let mut spares = spares.borrow_mut();
+            if spares.len() < MAX_SPARE_DECISIONS {
+                spares.push(self);
+            }
+        });
+    }
+}
+
 /// Mutable context a policy may use: the run's seeded random stream.
 #[derive(Debug)]
 pub struct PolicyCx<'a> {
@@ -323,4 +363,31 @@ pub trait Policy: Send {
 #[inline(never)]
 fn never_saw(id: JobId) -> ! {
     panic!("policy asked for {id}, which the engine never saw")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recycled decision is empty (as `Decision::default()`) but keeps the
+    /// buffers of the one given back; an oversized one is not kept.
+    #[test]
+    fn recycled_decisions_are_empty_and_reuse_buffers() {
+        let spare = |_| Decision::recycled();
+        // Drain what earlier tests on this thread may have left.
+        let _: Vec<Decision> = (0..MAX_SPARE_DECISIONS).map(spare).collect();
+        let mut used = Decision::default();
+        used.actions.push(Action::Preempt { job: JobId(3) });
+        used.waiting.push((JobId(4), WaitReason::NoFreeGpus { needed: 2, free: 1 }));
+        let (actions, waiting) = (used.actions.as_ptr(), used.waiting.as_ptr());
+        used.recycle();
+        let again = Decision::recycled();
+        assert_eq!(again, Decision::default());
+        assert_eq!((again.actions.as_ptr(), again.waiting.as_ptr()), (actions, waiting));
+        assert_eq!(Decision::recycled().actions.capacity(), 0, "only one was given back");
+        let mut big = Decision::default();
+        big.waiting.reserve(MAX_SPARE_ENTRIES + 1);
+        big.recycle();
+        assert_eq!(Decision::recycled().waiting.capacity(), 0, "an oversized one is freed");
+    }
 }

@@ -60,7 +60,9 @@ pub(crate) enum Attempt {
 pub(crate) struct StartPass<'v> {
     view: &'v ClusterView<'v>,
     free: FreeMap<'v>,
-    ledger: TenantLedger,
+    /// None when no tenant has a hard limit (no check can fail): then the pass
+    /// keeps no ledger, and allocates none.
+    ledger: Option<TenantLedger>,
     placement: Placement,
     pub(crate) decision: Decision,
 }
@@ -69,7 +71,9 @@ impl<'v> StartPass<'v> {
     /// Records a share the caller chose for a job this pass left waiting: its
     /// tenant's ledger takes the GPUs (a shared GPU counts fully), its verdict goes.
     pub(crate) fn push_share(&mut self, share: cotenant_core::Share) {
-        self.ledger.add(self.view, share.job, self.view.job(share.job).spec.gpus);
+        if let Some(ledger) = &mut self.ledger {
+            ledger.add(self.view, share.job, self.view.job(share.job).spec.gpus);
+        }
         if self.decision.waiting.last().is_some_and(|(id, _)| *id == share.job) {
             self.decision.waiting.pop();
         }
@@ -80,9 +84,9 @@ impl<'v> StartPass<'v> {
         StartPass {
             view,
             free: FreeMap::new(view.cluster),
-            ledger: TenantLedger::new(view),
+            ledger: TenantLedger::for_limits(view),
             placement,
-            decision: Decision::default(),
+            decision: Decision::recycled(),
         }
     }
 
@@ -108,7 +112,7 @@ impl<'v> StartPass<'v> {
     /// Starts `id` if its tenant's limit and a placement allow; otherwise records why not.
     pub(crate) fn try_start(&mut self, id: JobId) -> Attempt {
         let gpus = self.view.job(id).spec.gpus;
-        if let Some(reason) = self.ledger.check(self.view, id, gpus) {
+        if let Some(reason) = self.ledger.as_ref().and_then(|l| l.check(self.view, id, gpus)) {
             self.decision.waiting.push((id, reason));
             return Attempt::TenantAtLimit;
         }
@@ -121,7 +125,9 @@ impl<'v> StartPass<'v> {
         let layout = self.view.job(id).spec.profile.layout;
         match self.free.place_shaped(gpus, layout, self.placement, |_| true) {
             Ok(chosen) => {
-                self.ledger.add(self.view, id, gpus);
+                if let Some(ledger) = &mut self.ledger {
+                    ledger.add(self.view, id, gpus);
+                }
                 self.decision.actions.push(Action::Start { job: id, gpus: chosen });
                 Attempt::Started
             }
@@ -391,7 +397,7 @@ fn contest<K: Ord + Copy>(
     mut held: Option<&mut HeldVerdicts>,
 ) -> Decision {
     let mut capacity = view.cluster.up_gpus() - settled_gpus;
-    let mut decision = Decision::default();
+    let mut decision = Decision::recycled();
     // The ledger starts from current holdings; running jobs are re-admitted as chosen.
     let mut ledger = TenantLedger::for_limits(view);
     if let Some(ledger) = &mut ledger {
