@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 
 use cotenant_core::JobId;
 
+use super::dense::JobTable;
 use super::gandiva::Gandiva;
 use super::packed::{
     fifo_packed, finish_time_fairness_packed, max_min_packed, min_total_duration_packed, PackedAllocation,
@@ -120,7 +121,9 @@ const FTF_RELATIVE_TOLERANCE: f64 = 1e-7;
 #[derive(Clone, Debug)]
 pub struct Allocator {
     objective: Objective,
-    fifo_assigned: BTreeMap<JobId, usize>,
+    /// FIFO's job -> GPU type assignment (a dense table by id, walked in id
+    /// order: no tree nodes to allocate, search or free).
+    fifo_assigned: JobTable<usize>,
     fifo_rng: PyRandom,
     ftf: FtfHistory,
     gandiva: Gandiva,
@@ -142,7 +145,7 @@ impl Allocator {
     pub fn new(objective: Objective, seed: u64) -> Allocator {
         Allocator {
             objective,
-            fifo_assigned: BTreeMap::new(),
+            fifo_assigned: JobTable::default(),
             fifo_rng: PyRandom::new(seed),
             ftf: FtfHistory::default(),
             gandiva: Gandiva::new(seed),

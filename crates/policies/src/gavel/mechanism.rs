@@ -381,9 +381,16 @@ impl Previous<'_> {
     /// `gpus` as a list: the last round's of `combo` if it is the same, else a new one.
     #[inline]
     fn gpus(&self, combo: Combo, gpus: &[GpuId]) -> GpuList {
+        self.gpus_kept(combo, gpus).0
+    }
+
+    /// [`Previous::gpus`], and whether it is the last round's list (a lease
+    /// extension: the combination ran last round on the same GPUs).
+    #[inline]
+    fn gpus_kept(&self, combo: Combo, gpus: &[GpuId]) -> (GpuList, bool) {
         match self.find(combo) {
-            Some(entry) if entry.gpus[..] == *gpus => entry.gpus.clone(),
-            _ => Arc::from(gpus),
+            Some(entry) if entry.gpus[..] == *gpus => (entry.gpus.clone(), true),
+            _ => (Arc::from(gpus), false),
         }
     }
 
@@ -391,11 +398,12 @@ impl Previous<'_> {
     /// placement's, most rounds): a cursor over the entries, in combination
     /// order when `order` is empty, steps forward instead of a lookup per
     /// call. `cursor` starts at 0; a combination below the cursor's (asked out
-    /// of order) or entries out of order take the lookup.
+    /// of order) or entries out of order take the lookup. With the list,
+    /// whether it is the last round's ([`Previous::gpus_kept`]).
     #[inline]
-    fn gpus_from(&self, cursor: &mut usize, combo: Combo, gpus: &[GpuId]) -> GpuList {
+    fn gpus_from(&self, cursor: &mut usize, combo: Combo, gpus: &[GpuId]) -> (GpuList, bool) {
         if !self.order.is_empty() {
-            return self.gpus(combo, gpus);
+            return self.gpus_kept(combo, gpus);
         }
         let mut k = *cursor;
         while let Some(entry) = self.items.get(k) {
@@ -403,19 +411,23 @@ impl Previous<'_> {
                 Ordering::Less => k += 1,
                 Ordering::Equal => {
                     *cursor = k + 1;
-                    return if entry.gpus[..] == *gpus { entry.gpus.clone() } else { Arc::from(gpus) };
+                    return if entry.gpus[..] == *gpus {
+                        (entry.gpus.clone(), true)
+                    } else {
+                        (Arc::from(gpus), false)
+                    };
                 }
-                Ordering::Greater if k == *cursor && k > 0 => return self.gpus(combo, gpus),
+                Ordering::Greater if k == *cursor && k > 0 => return self.gpus_kept(combo, gpus),
                 Ordering::Greater => break,
             }
         }
         // Not among the entries at or after the cursor, which are ascending:
         // unless it sorts before the cursor's start, it is not there at all.
         if *cursor > 0 && self.items[*cursor - 1].combo >= combo {
-            return self.gpus(combo, gpus);
+            return self.gpus_kept(combo, gpus);
         }
         *cursor = k;
-        Arc::from(gpus)
+        (Arc::from(gpus), false)
     }
 }
 
@@ -755,10 +767,23 @@ impl Gavel {
             times
         };
         // Each combination runs once a round: one addition to its own row, in
-        // any order (found by binary search over the flat rows' keys).
+        // any order. Entries mostly ascend (a kept placement's): a cursor walks
+        // the rows forward, a step or two per entry; an entry below the last
+        // one is found by binary search over the flat rows' keys.
+        let (mut from, mut last) = (0, None);
         for entry in &round.entries {
-            if let Some(times) = self.combo_time_s.get_mut(&entry.combo) {
-                times[entry.gpu_type] += entry.finish_s - round.charged_from_s;
+            let found = if last.is_none_or(|last| last < entry.combo) {
+                let (found, next) = self.combo_time_s.find_from(from, &entry.combo);
+                from = next;
+                found
+            } else {
+                let at = self.combo_time_s.position(&entry.combo);
+                from = at.map_or_else(|at| at, |k| k + 1);
+                at.ok()
+            };
+            last = Some(entry.combo);
+            if let Some(k) = found {
+                self.combo_time_s.row_mut(k)[entry.gpu_type] += entry.finish_s - round.charged_from_s;
             }
         }
         #[cfg(test)]
@@ -1278,8 +1303,10 @@ impl Gavel {
         let Some((members, sf)) = self.free_to_take(combo, t, left, picked) else { return false };
         // Each member adds `sf` to its tenant's GPUs (twice for a pair of one
         // tenant); checked before anything is charged, without a copy.
-        let tenants: [Option<TenantId>; 2] =
-            [0, 1].map(|k| members.get(k).map(|&id| view.job(id).spec.tenant));
+        // Two calls, not `[0, 1].map(..)`: the array map's drain guard is not
+        // always inlined, and this runs per take attempt.
+        let tenant_of = |k: usize| members.get(k).map(|&id| view.job(id).spec.tenant);
+        let tenants: [Option<TenantId>; 2] = [tenant_of(0), tenant_of(1)];
         for (k, tenant) in tenants.iter().enumerate() {
             let Some(tenant) = *tenant else { continue };
             let limit = view.tenant(tenant).gpu_limit.unwrap_or(u32::MAX);
@@ -1353,8 +1380,8 @@ impl Gavel {
             }
             return decision;
         }
-        if let Some(placed) = self.steady_round(view, clock_s, &previous_index) {
-            self.count_leases(&previous, &placed);
+        if let Some((placed, extended)) = self.steady_round(view, clock_s, &previous_index) {
+            self.count_kept_leases(&previous, &placed, extended);
             self.record_round(view, now, clock_s, placed, &mut decision);
             self.recycle(previous);
             return decision;
@@ -1382,10 +1409,16 @@ impl Gavel {
         self.scratch = priorities;
         self.steady = self.steady_after(view, steady, &chosen);
         let placed = match self.place_kept(view, &chosen, &previous_index) {
-            Some(placed) => placed,
-            None => self.place(view, &chosen, &previous_index, &mut decision),
+            Some((placed, extended)) => {
+                self.count_kept_leases(&previous, &placed, extended);
+                placed
+            }
+            None => {
+                let placed = self.place(view, &chosen, &previous_index, &mut decision);
+                self.count_leases(&previous, &placed);
+                placed
+            }
         };
-        self.count_leases(&previous, &placed);
         self.record_round(view, now, clock_s, placed, &mut decision);
         self.recycle(previous);
         decision
@@ -1429,7 +1462,7 @@ impl Gavel {
         view: &ClusterView<'_>,
         clock_s: f64,
         previous: &Previous<'_>,
-    ) -> Option<Vec<Placed>> {
+    ) -> Option<(Vec<Placed>, u64)> {
         let interval_over = clock_s - self.last_reset_s >= self.config.reset_interval.as_secs_f64();
         if self.need_update && (interval_over || self.last_reset_s == 0.0) {
             return None;
@@ -1437,16 +1470,32 @@ impl Gavel {
         up_gpus_into(view, self.worker_time_s.len(), &mut self.up_scratch);
         let jobs = &self.jobs;
         let steady = self.steady.as_mut()?;
-        steady.chosen.retain(|(combo, _)| jobs.contains_key(&combo.jobs()[0]));
+        // The jobs still tracked, and among them the ghosts, in one lookup each.
+        let mut ghosts = 0;
+        steady.chosen.retain(|(combo, _)| match jobs.get(&combo.jobs()[0]) {
+            Some(job) => {
+                ghosts += usize::from(job.ghost);
+                true
+            }
+            None => false,
+        });
+        #[cfg(test)]
+        assert_eq!(
+            ghosts,
+            steady
+                .chosen
+                .iter()
+                .filter(|&&(combo, _)| jobs.get(&combo.jobs()[0]).is_some_and(|j| j.ghost))
+                .count(),
+            "ghosts counted in the retain = a count of its own"
+        );
         if steady.chosen.is_empty() || self.up_scratch != steady.up {
             return None;
         }
         // `place` lists ghosts in the order the pass chose them, which follows
         // this round's priorities, not `chosen`'s job order: with one ghost
         // there is no order to get wrong; with more, run the full round.
-        let ghosts =
-            steady.chosen.iter().filter(|&&(combo, _)| jobs.get(&combo.jobs()[0]).is_some_and(|j| j.ghost));
-        if ghosts.count() > 1 {
+        if ghosts > 1 {
             return None;
         }
         let chosen = std::mem::take(&mut steady.chosen);
@@ -1454,7 +1503,7 @@ impl Gavel {
         if let Some(steady) = self.steady.as_mut() {
             steady.chosen = chosen;
         }
-        let placed = placed?;
+        let (placed, extended) = placed?;
         #[cfg(test)]
         let shuffler_before = self.shuffler.clone();
         if !self.config.objective.heterogeneity_aware() {
@@ -1483,7 +1532,7 @@ impl Gavel {
             assert!(decision.actions.is_empty() && decision.waiting.is_empty(), "{decision:?}");
             assert_eq!(format!("{:?}", self.shuffler), format!("{after:?}"), "the same shuffle draws");
         }
-        Some(placed)
+        Some((placed, extended))
     }
 
     /// [`Gavel::place`] when it keeps every running job where it is and starts
@@ -1493,19 +1542,22 @@ impl Gavel {
     /// extension), nothing is preempted or placed anew, and the result is the
     /// running jobs in combination order on the GPUs they hold, then the ghosts
     /// with an allocation, on no GPUs, in the order chosen (as `place` lists
-    /// them). `None`: run `place`.
+    /// them). With the placement, its lease extensions: the combinations
+    /// placed on the same list as last round (see [`Gavel::count_kept_leases`]).
+    /// `None`: run `place`.
     fn place_kept(
         &self,
         view: &ClusterView<'_>,
         chosen: &[(Combo, usize)],
         previous: &Previous<'_>,
-    ) -> Option<Vec<Placed>> {
+    ) -> Option<(Vec<Placed>, u64)> {
         if chosen.is_empty() {
             return None;
         }
         let mut placed = Vec::with_capacity(chosen.len());
         let mut ghosts = false;
         let mut cursor = 0;
+        let mut extended = 0u64;
         for &(combo, t) in chosen {
             let Combo::Single(id) = combo else { return None };
             // `is_ghost` with the one lookup.
@@ -1520,13 +1572,19 @@ impl Gavel {
             if !alone || !on_type || !job.is_running() {
                 return None;
             }
-            let gpus = previous.gpus_from(&mut cursor, combo, &job.gpus[..]);
+            let (gpus, kept) = previous.gpus_from(&mut cursor, combo, &job.gpus[..]);
             #[cfg(test)]
             {
                 let plain = previous.gpus(combo, &job.gpus[..]);
                 assert_eq!(gpus, plain, "the cursor's list = the lookup's");
                 assert_eq!(Arc::ptr_eq(&gpus, &plain), previous.find(combo).is_some_and(|e| e.gpus == plain));
+                assert_eq!(
+                    kept,
+                    previous.find(combo).is_some_and(|e| e.gpus[..] == job.gpus[..]),
+                    "kept list"
+                );
             }
+            extended += u64::from(kept);
             placed.push(Placed { combo, gpu_type: t, gpus });
         }
         // Distinct running jobs, as many as run: exactly the running set.
@@ -1540,6 +1598,8 @@ impl Gavel {
         if ghosts {
             for &(combo, t) in chosen {
                 if self.is_ghost(combo) && self.allocation.contains_key(&combo) {
+                    // On no GPUs again after a round on none: the same (empty) GPUs.
+                    extended += u64::from(previous.find(combo).is_some_and(|e| e.gpus.is_empty()));
                     placed.push(Placed { combo, gpu_type: t, gpus: Arc::from([]) });
                 }
             }
@@ -1552,7 +1612,7 @@ impl Gavel {
             assert_eq!(plain, placed, "kept placement = the full placement");
             assert!(decision.actions.is_empty() && decision.waiting.is_empty(), "{decision:?}");
         }
-        Some(placed)
+        Some((placed, extended))
     }
 
     /// Where each chosen combination runs: on GPUs one of its jobs holds on
@@ -1670,6 +1730,28 @@ impl Gavel {
         placed
     }
 
+    /// [`Gavel::count_leases`] after a kept placement, which counted the
+    /// extensions as it placed (`extended`, each combination at most once: a
+    /// round places it once, and the last round listed it once): only the
+    /// opportunities are counted here, with no lookup of `placed`.
+    fn count_kept_leases(&mut self, previous: &[RoundEntry], placed: &[Placed], extended: u64) {
+        #[cfg(test)]
+        let before = self.stats;
+        let jobs = &self.jobs;
+        let opportunities =
+            previous.iter().filter(|entry| entry.combo.jobs().iter().any(|id| jobs.contains_key(id))).count();
+        self.stats.lease_opportunities += opportunities as u64;
+        self.stats.lease_extensions += extended;
+        #[cfg(test)]
+        {
+            let fused = std::mem::replace(&mut self.stats, before);
+            self.count_leases(previous, placed);
+            assert_eq!(self.stats, fused, "leases counted while placing = count_leases");
+        }
+        #[cfg(not(test))]
+        let _ = placed;
+    }
+
     /// Gavel's lease counters: a combination of the last round with a job still
     /// active had an opportunity; it was extended if it runs on the same GPUs.
     fn count_leases(&mut self, previous: &[RoundEntry], placed: &[Placed]) {
@@ -1774,11 +1856,13 @@ impl Gavel {
 
 /// `x.floor()`, bit for bit, without a call to the floor routine (the
 /// baseline target has no rounding instruction) where `x` is positive and
-/// below 2^52: truncation toward zero is the floor there, and exact.
+/// below 2^52: truncation toward zero is the floor there, and exact. Through
+/// `i64` (in range there): one instruction each way, where the `u64`
+/// conversions take about twenty each on the baseline target.
 #[inline]
 fn floor_positive(x: f64) -> f64 {
     if x > 0.0 && x < 4_503_599_627_370_496.0 {
-        (x as u64) as f64
+        (x as i64) as f64
     } else {
         x.floor()
     }
