@@ -12,7 +12,8 @@
 //! The table is plain data: readers live in `cotenant-trace`, users in policies
 //! and the simulator's rate model.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// A job type: model and batch size, at a scale factor (number of GPUs).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -43,21 +44,126 @@ pub struct PairRates {
 }
 
 /// What the table knows about one job type on one GPU type.
+///
+/// Co-location rates are kept by partner id (see [`ThroughputTable::partner_id`]):
+/// ids are the table's own, so pairs are read through the table
+/// ([`ThroughputTable::colocated`], [`ThroughputTable::pairs`]); comparing two
+/// `TypeRates` of different tables compares ids, not keys (the tables'
+/// `PartialEq` compares keys).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TypeRates {
     pub consolidated_steps_per_s: Option<f64>,
     pub unconsolidated_steps_per_s: Option<f64>,
-    pub colocated: BTreeMap<JobTypeKey, PairRates>,
+    /// Rates by partner id (a lookup is an index, not a search); `None` where
+    /// not measured, and empty until a pair is recorded.
+    colocated: Vec<Option<PairRates>>,
+}
+
+impl TypeRates {
+    /// Records the rates next to the partner with id `partner` (from
+    /// [`ThroughputTable::partner_id`] of the table this belongs to), returning
+    /// the rates it replaces, as a map's `insert` does.
+    pub fn insert_pair(&mut self, partner: u32, rates: PairRates) -> Option<PairRates> {
+        let at = partner as usize;
+        if at >= self.colocated.len() {
+            self.colocated.resize(at + 1, None);
+        }
+        self.colocated[at].replace(rates)
+    }
+
+    /// The rates next to the partner with id `partner`, if measured.
+    pub fn pair(&self, partner: u32) -> Option<PairRates> {
+        self.colocated.get(partner as usize).copied().flatten()
+    }
+
+    /// Room for partner ids below `partners` without growing.
+    pub fn reserve_pairs(&mut self, partners: usize) {
+        self.colocated.reserve_exact(partners.saturating_sub(self.colocated.len()));
+    }
+
+    /// Whether no pair is recorded.
+    pub fn has_no_pairs(&self) -> bool {
+        self.colocated.iter().all(Option::is_none)
+    }
 }
 
 /// Steps per second per (job type, scale factor) per GPU type.
 ///
 /// GPU types are kept in the order they were first inserted; lookups by name
-/// are exact (`"v100"`, not `"V100"`).
-#[derive(Clone, Debug, Default, PartialEq)]
+/// are exact (`"v100"`, not `"V100"`). Each job type named as a co-location
+/// partner has an id (in the order first named), so that a pair entry holds a
+/// number, not a copy of the partner's key. Two tables are equal when they
+/// hold the same rates for the same keys, whatever their ids.
+#[derive(Clone, Debug, Default)]
 pub struct ThroughputTable {
     gpu_types: Vec<String>,
     entries: BTreeMap<JobTypeKey, Vec<TypeRates>>,
+    /// Partner keys by id, and ids by key.
+    partners: Vec<JobTypeKey>,
+    partner_ids: HashMap<JobTypeKey, u32, BuildHasherDefault<KeyHasher>>,
+}
+
+/// A fixed, fast hash for the partner index (keys are the table's own, not
+/// an adversary's): eight bytes at a time, multiplied and rotated (as FxHash).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            self.add(u64::from_le_bytes(chunk.try_into().expect("eight bytes")));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(last) ^ ((rest.len() as u64) << 59));
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl KeyHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl PartialEq for ThroughputTable {
+    fn eq(&self, other: &ThroughputTable) -> bool {
+        self.gpu_types == other.gpu_types
+            && self.entries.len() == other.entries.len()
+            && self.entries.iter().zip(&other.entries).all(|((ka, ra), (kb, rb))| {
+                ka == kb
+                    && ra.len() == rb.len()
+                    && ra.iter().zip(rb).enumerate().all(|(t, (a, b))| {
+                        a.consolidated_steps_per_s == b.consolidated_steps_per_s
+                            && a.unconsolidated_steps_per_s == b.unconsolidated_steps_per_s
+                            && self.pairs(ka, t).collect::<BTreeMap<_, _>>()
+                                == other.pairs(kb, t).collect::<BTreeMap<_, _>>()
+                    })
+            })
+    }
 }
 
 impl ThroughputTable {
@@ -118,7 +224,32 @@ impl ThroughputTable {
 
     /// Records the rates of `key` when co-located with `other` (`own` is `key`'s).
     pub fn set_colocated(&mut self, key: &JobTypeKey, other: &JobTypeKey, gpu_type: &str, rates: PairRates) {
-        self.slot(key, gpu_type).colocated.insert(other.clone(), rates);
+        let id = self.partner_id(other);
+        self.slot(key, gpu_type).insert_pair(id, rates);
+    }
+
+    /// The id of partner `key`, given it the first time (ids count up from 0
+    /// in the order partners are first named).
+    pub fn partner_id(&mut self, key: &JobTypeKey) -> u32 {
+        if let Some(&id) = self.partner_ids.get(key) {
+            return id;
+        }
+        let id = u32::try_from(self.partners.len()).expect("fewer than 2^32 partners");
+        self.partners.push(key.clone());
+        self.partner_ids.insert(key.clone(), id);
+        id
+    }
+
+    /// The id of partner `key`, if some entry names it.
+    pub fn find_partner(&self, key: &JobTypeKey) -> Option<u32> {
+        self.partner_ids.get(key).copied()
+    }
+
+    /// The pairs of `key` on the GPU type at index `gpu_type`: each partner's key
+    /// and rates, in partner id order.
+    pub fn pairs(&self, key: &JobTypeKey, gpu_type: usize) -> impl Iterator<Item = (&JobTypeKey, PairRates)> {
+        let pairs = self.rates(key, gpu_type).map_or(&[][..], |r| &r.colocated[..]);
+        pairs.iter().zip(&self.partners).filter_map(|(rates, key)| Some((key, (*rates)?)))
     }
 
     /// What is known about `key` on the GPU type at index `gpu_type`, for a
@@ -152,7 +283,8 @@ impl ThroughputTable {
 
     /// Rates of `key` next to `other` on the same GPUs, if measured.
     pub fn colocated(&self, key: &JobTypeKey, other: &JobTypeKey, gpu_type: usize) -> Option<PairRates> {
-        self.rates(key, gpu_type)?.colocated.get(other).copied()
+        let rates = self.rates(key, gpu_type)?;
+        rates.pair(self.find_partner(other)?)
     }
 
     /// Consolidated rate looked up by names.
@@ -183,6 +315,64 @@ mod tests {
         assert_eq!(t.colocated(&a, &b, 0), None);
         assert_eq!(t.get("ResNet-18 (batch size 64)", 2, "v100"), None);
         assert_eq!(a.to_string(), "('ResNet-18 (batch size 64)', 1)");
+    }
+
+    proptest::proptest! {
+        /// Pairs kept by partner id answer as a map by key does (the plain
+        /// model, the table's old form), whatever the order partners are named
+        /// and set in, rewrites included; two tables filled in different orders
+        /// are equal exactly when their maps are.
+        #[test]
+        fn pairs_by_id_are_a_map_by_key(
+            writes in proptest::collection::vec((0u32..3, 0u32..6, 0usize..2, 0u32..100), 0..40),
+            shuffle in proptest::collection::vec(proptest::num::usize::ANY, 40),
+        ) {
+            let key = |k: u32| JobTypeKey::new(["A", "B", "C (x, y)", "D", "E", "F"][k as usize % 6], 1 + k % 2);
+            let gpus = ["k80", "v100"];
+            let mut table = ThroughputTable::new();
+            let mut plain: BTreeMap<(JobTypeKey, usize), BTreeMap<JobTypeKey, PairRates>> = BTreeMap::new();
+            for &(own, other, gpu, x) in &writes {
+                let rates = PairRates { own_steps_per_s: f64::from(x), other_steps_per_s: 0.5 };
+                table.set_colocated(&key(own), &key(other), gpus[gpu], rates);
+                plain.entry((key(own), gpu)).or_default().insert(key(other), rates);
+            }
+            for own in 0..3 {
+                for (gpu, name) in gpus.iter().enumerate() {
+                    let t = table.gpu_type_index(name).unwrap_or(9);
+                    for other in 0..6 {
+                        let want = plain.get(&(key(own), gpu)).and_then(|m| m.get(&key(other))).copied();
+                        proptest::prop_assert_eq!(table.colocated(&key(own), &key(other), t), want);
+                    }
+                    // Each partner once.
+                    let want = plain.get(&(key(own), gpu)).map_or(0, |m| m.len());
+                    proptest::prop_assert_eq!(table.pairs(&key(own), t).count(), want);
+                }
+            }
+            // The same writes, the last of each (own, other, gpu) kept, in another order.
+            let mut last: BTreeMap<(u32, u32, usize), u32> = BTreeMap::new();
+            for &(own, other, gpu, x) in &writes {
+                last.insert((own, other, gpu), x);
+            }
+            let mut order: Vec<_> = last.into_iter().collect();
+            for (i, &s) in shuffle.iter().enumerate().take(order.len()) {
+                let j = s % order.len();
+                order.swap(i, j);
+            }
+            let mut other_table = ThroughputTable::new();
+            for g in table.gpu_types() {
+                other_table.add_gpu_type(g);
+            }
+            for &((own, other, gpu), x) in &order {
+                let rates = PairRates { own_steps_per_s: f64::from(x), other_steps_per_s: 0.5 };
+                other_table.set_colocated(&key(own), &key(other), gpus[gpu], rates);
+            }
+            proptest::prop_assert!(table == other_table);
+            if let Some(&((own, other, gpu), x)) = order.first() {
+                let rates = PairRates { own_steps_per_s: f64::from(x) + 1.0, other_steps_per_s: 0.5 };
+                other_table.set_colocated(&key(own), &key(other), gpus[gpu], rates);
+                proptest::prop_assert!(table != other_table);
+            }
+        }
     }
 
     #[test]

@@ -20,8 +20,8 @@
 //! The table it returns is the one `parse_fast` and the plain reader return
 //! (`the_scan_is_the_plain_reader` in the parent's tests).
 
-use std::collections::BTreeMap;
 use std::collections::HashMap;
+use std::ops::Range;
 
 use cotenant_perf::throughput::{JobTypeKey, PairRates, ThroughputTable};
 
@@ -38,8 +38,8 @@ const POW10: [f64; 23] = [
 struct JobEntry<'a> {
     text: &'a str,
     null: Option<f64>,
-    /// (partner index into `Scan::partners`, own, other).
-    pairs: Vec<(u32, f64, f64)>,
+    /// Its pairs' place in `Scan::pairs`.
+    pairs: Range<usize>,
 }
 
 /// The text being read and the partner keys seen so far.
@@ -56,6 +56,9 @@ struct Scan<'a> {
     /// (one comparison instead of a hash).
     last_order: Vec<u32>,
     order: Vec<u32>,
+    /// Every job's pairs, one job after another: (partner index into
+    /// `partners`, own, other).
+    pairs: Vec<(u32, f64, f64)>,
 }
 
 /// The table, if `text` is in the common form described above.
@@ -68,6 +71,7 @@ pub(super) fn parse_scan(text: &str) -> Option<ThroughputTable> {
         partner_index: HashMap::new(),
         last_order: Vec::new(),
         order: Vec::new(),
+        pairs: Vec::new(),
     };
     let mut workers: Vec<(&str, Vec<JobEntry<'_>>)> = Vec::new();
     s.ws();
@@ -96,19 +100,11 @@ pub(super) fn parse_scan(text: &str) -> Option<ThroughputTable> {
     }
     // Base types first, then by name: the GPU types' order, as the readers add them.
     workers.sort_by_key(|(n, _)| (n.ends_with(UNCONSOLIDATED_SUFFIX), *n));
-    let Scan { partners, .. } = s;
-    // Each partner's place among the distinct job types they name (texts naming
-    // the same type share one): a job's pairs are sorted by these numbers, not
-    // by comparing keys.
-    let mut by_key: Vec<usize> = (0..partners.len()).collect();
-    by_key.sort_by(|&a, &b| partners[a].1.cmp(&partners[b].1));
-    let mut rank = vec![0u32; partners.len()];
-    for w in by_key.windows(2) {
-        let same = partners[w[0]].1 == partners[w[1]].1;
-        rank[w[1]] = rank[w[0]] + u32::from(!same);
-    }
+    let Scan { partners, partner_index, pairs, .. } = s;
     let mut table = ThroughputTable::new();
-    let mut ranked: Vec<(u32, u32, f64, f64)> = Vec::new();
+    // Texts naming the same job type get the same id (and a job's two pairs
+    // with one id are a rewrite, declined below).
+    let ids: Vec<u32> = partners.iter().map(|(_, key)| table.partner_id(key)).collect();
     for (worker, jobs) in workers {
         let (gpu_type, unconsolidated) = match worker.strip_suffix(UNCONSOLIDATED_SUFFIX) {
             Some(base) => (base, true),
@@ -116,11 +112,19 @@ pub(super) fn parse_scan(text: &str) -> Option<ThroughputTable> {
         };
         let t = table.add_gpu_type(gpu_type);
         for job in jobs {
-            let key = parse_job_key(job.text)?;
+            // A job's key is most often also a partner's, parsed already.
+            let parsed;
+            let key = match partner_index.get(job.text) {
+                Some(&p) => &partners[p as usize].1,
+                None => {
+                    parsed = parse_job_key(job.text)?;
+                    &parsed
+                }
+            };
             if job.null.is_none() && (unconsolidated || job.pairs.is_empty()) {
                 continue;
             }
-            let slot = table.type_rates_mut(&key, t);
+            let slot = table.type_rates_mut(key, t);
             if let Some(rate) = job.null {
                 let field = match unconsolidated {
                     true => &mut slot.unconsolidated_steps_per_s,
@@ -134,23 +138,12 @@ pub(super) fn parse_scan(text: &str) -> Option<ThroughputTable> {
             if unconsolidated || job.pairs.is_empty() {
                 continue;
             }
-            ranked.clear();
-            ranked.extend(job.pairs.iter().map(|&(p, own, other)| (rank[p as usize], p, own, other)));
-            ranked.sort_unstable_by_key(|&(r, ..)| r);
-            // Two partner keys naming the same job type.
-            if ranked.windows(2).any(|w| w[0].0 == w[1].0) {
-                return None;
-            }
-            let pairs = ranked.iter().map(|&(_, p, own, other)| {
-                (partners[p as usize].1.clone(), PairRates { own_steps_per_s: own, other_steps_per_s: other })
-            });
-            if slot.colocated.is_empty() {
-                slot.colocated = pairs.collect::<BTreeMap<_, _>>();
-            } else {
-                for (other, rates) in pairs {
-                    if slot.colocated.insert(other, rates).is_some() {
-                        return None;
-                    }
+            slot.reserve_pairs(ids.len());
+            for &(p, own, other) in &pairs[job.pairs] {
+                let rates = PairRates { own_steps_per_s: own, other_steps_per_s: other };
+                // A partner named twice (by one text or two naming one type).
+                if slot.insert_pair(ids[p as usize], rates).is_some() {
+                    return None;
                 }
             }
         }
@@ -205,7 +198,7 @@ impl<'a> Scan<'a> {
     fn key(&mut self) -> Option<&'a str> {
         self.expect(b'"')?;
         let start = self.i;
-        let len = self.b[start..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+        let len = key_end(&self.b[start..])?;
         self.i = start + len;
         self.expect(b'"')?;
         // Both ends are ASCII quotes: a character boundary of the text.
@@ -244,7 +237,8 @@ impl<'a> Scan<'a> {
     fn job(&mut self, text: &'a str, unconsolidated: bool) -> Option<JobEntry<'a>> {
         self.expect(b'{')?;
         self.ws();
-        let mut job = JobEntry { text, null: None, pairs: Vec::new() };
+        let first = self.pairs.len();
+        let mut job = JobEntry { text, null: None, pairs: first..first };
         if self.eat(b'}') {
             return Some(job);
         }
@@ -266,7 +260,7 @@ impl<'a> Scan<'a> {
                 self.expect(b']')?;
                 if !unconsolidated {
                     let p = self.partner(other)?;
-                    job.pairs.push((p, own, theirs));
+                    self.pairs.push((p, own, theirs));
                 }
             }
             if !self.next_member()? {
@@ -277,12 +271,9 @@ impl<'a> Scan<'a> {
             std::mem::swap(&mut self.last_order, &mut self.order);
             self.order.clear();
         }
-        // Partner keys must differ within the job (a repeat would be a rewrite).
-        let mut seen: Vec<u32> = job.pairs.iter().map(|&(p, _, _)| p).collect();
-        seen.sort_unstable();
-        if seen.windows(2).any(|w| w[0] == w[1]) {
-            return None;
-        }
+        // Partner keys must differ within the job (a repeat would be a
+        // rewrite): checked as the table is built.
+        job.pairs.end = self.pairs.len();
         Some(job)
     }
 
@@ -314,6 +305,45 @@ impl<'a> Scan<'a> {
     }
 }
 
+/// The length of a key's text at the start of `b`: up to the first `"`, `\\` or
+/// control character (`None` if there is none), eight bytes at a time.
+pub(super) fn key_end(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    // High bit set in the byte of the first zero byte of `x` (and perhaps in
+    // later ones, never in earlier ones).
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let mut i = 0;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        // Bytes below 0x20 (the same trick, the high bit of non-ASCII bytes masked out).
+        let control = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+        let hits = zero(x ^ (ONES * u64::from(b'"'))) | zero(x ^ (ONES * u64::from(b'\\'))) | control;
+        if hits != 0 {
+            return Some(i + hits.trailing_zeros() as usize / 8);
+        }
+        i += 8;
+    }
+    b[i..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map(|at| i + at)
+}
+
+/// The value of eight ASCII digits (the first the most significant), or `None`
+/// if one of the bytes is not a digit.
+pub(super) fn eight_digits(chunk: [u8; 8]) -> Option<u64> {
+    let x = u64::from_le_bytes(chunk);
+    // Each byte 0x30..=0x3f, and below 0x3a (adding 6 carries no byte past 0x3f).
+    let all = (x & 0xF0F0_F0F0_F0F0_F0F0) == 0x3030_3030_3030_3030
+        && (x.wrapping_add(0x0606_0606_0606_0606) & 0xF0F0_F0F0_F0F0_F0F0) == 0x3030_3030_3030_3030;
+    if !all {
+        return None;
+    }
+    let d = x.wrapping_sub(u64::from_le_bytes([b'0'; 8]));
+    // Pairs, then fours, then all eight (the first byte is the lowest).
+    let d = (d.wrapping_mul(10) + (d >> 8)) & 0x00FF_00FF_00FF_00FF;
+    let d = (d.wrapping_mul(100) + (d >> 16)) & 0x0000_FFFF_0000_FFFF;
+    Some((d.wrapping_mul(10_000) + (d >> 32)) & 0xFFFF_FFFF)
+}
+
 /// A non-negative decimal without exponent at the start of `b` and the bytes it
 /// takes, converted bit for bit as serde_json 1 converts it (without the
 /// `float_roundtrip` feature): an integer is its `u64` as `f64`; a decimal is
@@ -338,6 +368,14 @@ pub(super) fn plain_decimal(b: &[u8]) -> Option<(f64, usize)> {
     let mut after = 0usize;
     if b.get(i) == Some(&b'.') {
         i += 1;
+        // Eight digits at a time: the same u64 as digit by digit, declined
+        // exactly when digit by digit would overflow (the running value only
+        // grows, so it overflows somewhere iff the whole does).
+        while let Some(eight) = b.get(i..i + 8).and_then(|c| eight_digits(c.try_into().ok()?)) {
+            sig = sig.checked_mul(100_000_000)?.checked_add(eight)?;
+            i += 8;
+            after += 8;
+        }
         while let Some(d) = digit(i) {
             sig = push(sig, d)?;
             i += 1;
