@@ -13,7 +13,6 @@
 //! and the simulator's rate model.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// A job type: model and batch size, at a scale factor (number of GPUs).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -80,11 +79,6 @@ impl TypeRates {
     pub fn reserve_pairs(&mut self, partners: usize) {
         self.colocated.reserve_exact(partners.saturating_sub(self.colocated.len()));
     }
-
-    /// Whether no pair is recorded.
-    pub fn has_no_pairs(&self) -> bool {
-        self.colocated.iter().all(Option::is_none)
-    }
 }
 
 /// Steps per second per (job type, scale factor) per GPU type.
@@ -100,53 +94,8 @@ pub struct ThroughputTable {
     entries: BTreeMap<JobTypeKey, Vec<TypeRates>>,
     /// Partner keys by id, and ids by key.
     partners: Vec<JobTypeKey>,
-    partner_ids: HashMap<JobTypeKey, u32, BuildHasherDefault<KeyHasher>>,
-}
-
-/// A fixed, fast hash for the partner index (keys are the table's own, not
-/// an adversary's): eight bytes at a time, multiplied and rotated (as FxHash).
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            self.add(u64::from_le_bytes(chunk.try_into().expect("eight bytes")));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(last) ^ ((rest.len() as u64) << 59));
-        }
-    }
-
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-
-    fn write_u32(&mut self, i: u32) {
-        self.add(u64::from(i));
-    }
-
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl KeyHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
+    /// A fixed (seeded, not random) fast hash: keys are the table's own.
+    partner_ids: HashMap<JobTypeKey, u32, foldhash::fast::FixedState>,
 }
 
 impl PartialEq for ThroughputTable {

@@ -5,7 +5,6 @@
 //! of a job spread over servers; they fold into the base type's entry. The file
 //! may be plain or gzip (`.gz`, or gzip magic bytes).
 
-use std::io::Read;
 use std::path::Path;
 
 use cotenant_core::limits::MAX_JOB_DURATION;
@@ -16,9 +15,6 @@ mod scan;
 
 /// Suffix Gavel gives a worker type measured with the job spread over servers.
 pub const UNCONSOLIDATED_SUFFIX: &str = "_unconsolidated";
-
-/// Most bytes reserved up front for a gzip file's text (the trailer's size is a hint).
-const MAX_SIZE_HINT: usize = 64 << 20;
 
 /// A throughput file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -37,22 +33,8 @@ pub enum ThroughputsError {
 pub fn read_gavel_throughputs(path: &Path) -> Result<ThroughputTable, ThroughputsError> {
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|error| ThroughputsError::Io { file: file.clone(), error })?;
-    let bytes = if let Some(text) = gunzip_member(&bytes) {
-        text
-    } else if bytes.starts_with(&[0x1f, 0x8b]) {
-        // The gzip trailer's last four bytes hold the text's size (mod 2^32): room
-        // for it up front instead of doubling (a hint only, capped).
-        let size = bytes.len().checked_sub(4).map_or(0, |at| {
-            u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]) as usize
-        });
-        let mut out = Vec::with_capacity(size.min(MAX_SIZE_HINT) + 1);
-        flate2::read::MultiGzDecoder::new(&bytes[..])
-            .read_to_end(&mut out)
-            .map_err(|error| ThroughputsError::Io { file: file.clone(), error })?;
-        out
-    } else {
-        bytes
-    };
+    let bytes =
+        crate::text::gunzip(bytes).map_err(|error| ThroughputsError::Io { file: file.clone(), error })?;
     // Invalid UTF-8 is reported by line and column, not by byte offset.
     let text = crate::text::decode_utf8(&file, bytes).map_err(|e| match e {
         crate::TraceError::Row { line, message, .. } => {
@@ -61,53 +43,6 @@ pub fn read_gavel_throughputs(path: &Path) -> Result<ThroughputTable, Throughput
         other => ThroughputsError::Json { file: file.clone(), message: other.to_string() },
     })?;
     parse_gavel_throughputs(&text, &file)
-}
-
-/// The text of a gzip file that is one member with its size in the trailer
-/// (as `gzip` writes it), decompressed straight into a buffer of that size
-/// (not zeroed first, no 32 KiB steps); `None` for anything else (plain text,
-/// several members, a header with a CRC, bad data, a checksum or size that
-/// does not match), which the streaming decoder then reads (or rejects, with
-/// its own error). What it returns is what the streaming decoder returns
-/// (`the_one_member_gunzip_is_the_decoder`).
-fn gunzip_member(bytes: &[u8]) -> Option<Vec<u8>> {
-    const FEXTRA: u8 = 4;
-    const FNAME: u8 = 8;
-    const FCOMMENT: u8 = 16;
-    let (header, trailer) = bytes.split_at_checked(bytes.len().checked_sub(8)?)?;
-    // Flags: an extra field, a name, a comment (a header CRC, 2, is declined).
-    let flags = match header {
-        [0x1f, 0x8b, 8, flags, ..] if header.len() >= 10 && flags & !(FEXTRA | FNAME | FCOMMENT) == 0 => {
-            *flags
-        }
-        _ => return None,
-    };
-    let mut at = 10;
-    if flags & FEXTRA != 0 {
-        let len = usize::from(u16::from_le_bytes([*header.get(at)?, *header.get(at + 1)?]));
-        at += 2 + len;
-    }
-    for flag in [FNAME, FCOMMENT] {
-        if flags & flag != 0 {
-            at += header.get(at..)?.iter().position(|&c| c == 0)? + 1;
-        }
-    }
-    let body = header.get(at..)?;
-    let crc = u32::from_le_bytes(trailer[..4].try_into().ok()?);
-    let size = u32::from_le_bytes(trailer[4..].try_into().ok()?) as usize;
-    if size >= MAX_SIZE_HINT {
-        return None;
-    }
-    let mut out = Vec::with_capacity(size + 1);
-    let mut inflate = flate2::Decompress::new(false);
-    let status = inflate.decompress_vec(body, &mut out, flate2::FlushDecompress::Finish).ok()?;
-    // The whole body is the deflate stream, and it makes `size` bytes.
-    if status != flate2::Status::StreamEnd || inflate.total_in() != body.len() as u64 || out.len() != size {
-        return None;
-    }
-    let mut check = flate2::Crc::new();
-    check.update(&out);
-    (check.sum() == crc).then_some(out)
 }
 
 /// Parses the JSON text; `file` names it in errors.
@@ -427,6 +362,8 @@ fn check_rates(
 
 #[cfg(test)]
 mod tests {
+    use std::io::Read;
+
     use super::*;
 
     const SAMPLE: &str = r#"{
@@ -736,58 +673,6 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("t.json: not JSON"));
-    }
-
-    /// The one-member reader gives the streaming decoder's text or declines:
-    /// the shipped table; members with a name, a comment, an extra field;
-    /// and what it must decline (two members, a header CRC, trailing bytes,
-    /// a wrong checksum or size, a cut stream, plain text). (Checked to catch
-    /// seeded bugs: the checksum not compared; the size not compared.)
-    #[test]
-    fn the_one_member_gunzip_is_the_decoder() {
-        let slow = |bytes: &[u8]| {
-            let mut out = Vec::new();
-            flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut out).ok().map(|_| out)
-        };
-        let shipped =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/gavel/simulation_throughputs.json.gz");
-        let text: Vec<u8> = b"{\"k80\": {\"('A', 1)\": {\"null\": 1.5}}}\n".repeat(50);
-        let gz = |builder: flate2::GzBuilder, text: &[u8]| {
-            let mut enc = builder.write(Vec::new(), flate2::Compression::default());
-            std::io::Write::write_all(&mut enc, text).unwrap();
-            enc.finish().unwrap()
-        };
-        let plain = gz(flate2::GzBuilder::new(), &text);
-        let named = gz(flate2::GzBuilder::new().filename("t.json").comment("c").extra(vec![1, 2, 3]), &text);
-        let mut accepted = vec![plain.clone(), named.clone(), gz(flate2::GzBuilder::new(), b"")];
-        if let Ok(bytes) = std::fs::read(&shipped) {
-            accepted.push(bytes);
-        }
-        for bytes in &accepted {
-            let fast = gunzip_member(bytes).expect("one plain member");
-            assert_eq!(Some(fast), slow(bytes));
-        }
-        let n = plain.len();
-        let bad = |k: usize, f: &dyn Fn(&mut Vec<u8>)| {
-            let mut b = plain.clone();
-            f(&mut b);
-            assert_eq!(gunzip_member(&b), None, "case {k}");
-            b
-        };
-        let declined = [
-            bad(0, &|b| b.extend_from_slice(&named)),
-            bad(1, &|b| b[3] |= 2),
-            bad(2, &|b| b.push(0)),
-            bad(3, &|b| b[n - 8] ^= 1),
-            bad(4, &|b| b[n - 4] ^= 1),
-            bad(5, &|b| {
-                b.drain(n - 20..n - 8);
-            }),
-            bad(6, &|b| *b = text.clone()),
-            bad(7, &|b| b.truncate(9)),
-        ];
-        // Those the decoder reads (two members) it still reads.
-        assert_eq!(slow(&declined[0]).map(|t| t.len()), Some(2 * text.len()));
     }
 
     #[test]

@@ -1373,7 +1373,7 @@ impl Gavel {
                 self.admit_arrivals(view, clock_s);
             }
         }
-        let mut decision = Decision::default();
+        let mut decision = Decision::recycled();
         if self.jobs.is_empty() {
             for &id in view.running {
                 decision.actions.push(Action::Preempt { job: id });
@@ -1526,7 +1526,7 @@ impl Gavel {
                 self.allocation,
                 self.jobs.keys().collect::<Vec<_>>()
             );
-            let mut decision = Decision::default();
+            let mut decision = Decision::recycled();
             let plain = self.place(view, &chosen, &Previous::new(&[]), &mut decision);
             assert_eq!(plain, placed, "a steady round places as the full pass");
             assert!(decision.actions.is_empty() && decision.waiting.is_empty(), "{decision:?}");
@@ -1607,7 +1607,7 @@ impl Gavel {
         #[cfg(test)]
         {
             KEPT_PLACEMENTS.with(|n| n.set(n.get() + 1));
-            let mut decision = Decision::default();
+            let mut decision = Decision::recycled();
             let plain = self.place(view, chosen, &Previous::new(&[]), &mut decision);
             assert_eq!(plain, placed, "kept placement = the full placement");
             assert!(decision.actions.is_empty() && decision.waiting.is_empty(), "{decision:?}");
@@ -1954,7 +1954,7 @@ impl Policy for Gavel {
         self.extend_round(view);
         if let Some(round) = &self.round {
             if view.now < round.end {
-                let mut decision = Decision::default();
+                let mut decision = Decision::recycled();
                 for &id in &self.arrived {
                     if !already_not_this_round(view, id) {
                         decision.waiting.push((id, WaitReason::NotThisRound));

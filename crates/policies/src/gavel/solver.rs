@@ -892,7 +892,8 @@ impl State {
                 // finish-time-fairness-perf. The test is only asked below
                 // `alpha = 1e-9`: asked at every failed trial, its scan of
                 // the cells cost more than the trials it saved, 7,891.6 M
-                // instructions against 7,779.1 M.)
+                // instructions against 7,779.1 M, measured on e08bd85's
+                // build, whose fused trial f3582e1 reverted.)
                 if work.stop_when_stuck
                     && alpha < 1e-9
                     && t.to_bits() == self.t.to_bits()
