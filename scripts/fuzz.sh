@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the cotenant-fuzz harness in release mode and runs every target (every trace
-# reader, the request readers, the cluster and tenant config parsers) for
-# $FUZZ_SECONDS seconds each (default 30) under a virtual-memory limit of
+# Builds the cotenant-fuzz harness (the `fuzz` profile: release without LTO) and runs
+# every target (every trace reader, the request readers, the cluster and tenant config
+# parsers) for $FUZZ_SECONDS seconds each (default 30) under a virtual-memory limit of
 # $FUZZ_MEMORY_MIB MiB (default 4096), so a reader that allocates without bound fails
 # here instead of taking the machine down. Deterministic: $FUZZ_SEED (default 0) fixes
 # every input. Findings (reproducer inputs) go to $FUZZ_FINDINGS (default
@@ -18,8 +18,9 @@ SECONDS_PER_TARGET="${FUZZ_SECONDS:-30}"
 SEED="${FUZZ_SEED:-0}"
 MEMORY_MIB="${FUZZ_MEMORY_MIB:-4096}"
 FINDINGS="${FUZZ_FINDINGS:-$TARGET_DIR/fuzz-findings}"
-cargo build --release -q -p cotenant-fuzz
-BIN="$TARGET_DIR/release/cotenant-fuzz"
+# The `fuzz` profile: release optimization without LTO (Cargo.toml), a shorter build.
+cargo build --profile fuzz -q -p cotenant-fuzz
+BIN="$TARGET_DIR/fuzz/cotenant-fuzz"
 TARGETS="${FUZZ_TARGETS:-$("$BIN" --list | tr '\n' ' ')}"
 mkdir -p "$FINDINGS"
 echo "cotenant-fuzz: seed $SEED, $SECONDS_PER_TARGET s per target, memory limit $MEMORY_MIB MiB, findings in $FINDINGS"
