@@ -834,9 +834,9 @@ impl Gavel {
     /// next round (lease extension), runs on through that gap instead, up to a
     /// step per round ahead; its work done is used only where it is behind
     /// (restoring, or rolled back to a checkpoint).
-    fn plan_done(&self, view: &ClusterView<'_>, id: JobId, now: Time) -> f64 {
-        let real = view.job(id).work_done(now);
-        self.jobs.get(&id).map_or(real, |j| real.min(j.credited))
+    /// Takes the job's tracked state (`tracked`, the caller's lookup).
+    fn plan_done(view: &ClusterView<'_>, id: JobId, now: Time, tracked: &Tracked) -> f64 {
+        view.job(id).work_done(now).min(tracked.credited)
     }
 
     /// Gavel's `_reset_time_run_so_far`: one walk over the per-combination rows
@@ -925,7 +925,8 @@ impl Gavel {
         let mut jobs = std::mem::take(&mut self.alloc_jobs);
         jobs.truncate(self.jobs.len());
         for (k, (&id, tracked)) in self.jobs.iter().enumerate() {
-            let steps_remaining = (tracked.work - self.plan_done(view, id, now)).max(0.0).ceil();
+            let done = Gavel::plan_done(view, id, now, tracked);
+            let steps_remaining = (tracked.work - done).max(0.0).ceil();
             let secs_since_arrival = clock_s - tracked.arrival.as_secs_f64();
             let Some(job) = jobs.get_mut(k) else {
                 jobs.push(AllocJob {
@@ -938,8 +939,13 @@ impl Gavel {
                 });
                 continue;
             };
-            job.id = id;
-            job.steps_per_s.clone_from(&tracked.rates);
+            // A job's rates never change: the same job in the same row keeps its copy.
+            if job.id != id {
+                job.id = id;
+                job.steps_per_s.clone_from(&tracked.rates);
+            }
+            #[cfg(test)]
+            assert_eq!(job.steps_per_s, tracked.rates, "the row's rates are the job's");
             job.scale_factor = tracked.scale_factor;
             job.weight = tracked.weight;
             job.steps_remaining = steps_remaining;
@@ -1400,7 +1406,7 @@ impl Gavel {
         let previous_index = Previous::new(&previous);
         if let Some((placed, extended)) = self.steady_round(view, clock_s, &previous_index) {
             self.count_kept_leases(&previous, &placed, extended);
-            self.record_round(view, now, clock_s, placed, &mut decision);
+            self.record_round(view, now, clock_s, placed, &previous, &mut decision);
             self.recycle(previous);
             return decision;
         }
@@ -1437,7 +1443,7 @@ impl Gavel {
                 placed
             }
         };
-        self.record_round(view, now, clock_s, placed, &mut decision);
+        self.record_round(view, now, clock_s, placed, &previous, &mut decision);
         self.recycle(previous);
         decision
     }
@@ -1530,7 +1536,7 @@ impl Gavel {
                 self.steady_round(view, clock_s, &index).expect("an in-place round is a steady round");
             self.count_kept_leases(&entries, &placed, extended);
             let mut plain_decision = Decision::recycled();
-            self.record_round(view, now, clock_s, placed, &mut plain_decision);
+            self.record_round(view, now, clock_s, placed, &entries, &mut plain_decision);
             let out = (
                 self.round.take().expect("a round"),
                 format!("{:?}", self.jobs),
@@ -1656,6 +1662,12 @@ impl Gavel {
         }
         let mut jobs = chosen.to_vec();
         jobs.sort_unstable_by_key(|&(c, _)| c);
+        // A pass takes each combination once (with a repeat `place_kept`
+        // would refuse every steady round anyway): ascending strictly, which
+        // `kept_entries` relies on.
+        if jobs.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return None;
+        }
         Some(Steady { chosen: jobs, up: up_gpus_by_type(view, self.worker_time_s.len()) })
     }
 
@@ -1989,6 +2001,7 @@ impl Gavel {
         now: Time,
         now_s: f64,
         placed: Vec<Placed>,
+        previous: &[RoundEntry],
         decision: &mut Decision,
     ) {
         let round_s = self.config.round.as_secs_f64();
@@ -2040,9 +2053,35 @@ impl Gavel {
         };
         #[cfg(test)]
         let listed = decision.waiting.len();
-        for (&id, tracked) in self.jobs.iter() {
-            if !tracked.ghost && tracked.stamp != stamp && !already_not_this_round(view, id) {
-                decision.waiting.push((id, WaitReason::NotThisRound));
+        if self.settled {
+            // Only the last round's jobs and those admitted since can lack the
+            // verdict (see `settled`): those, in id order, instead of a walk
+            // over every tracked job.
+            // (Most of the last round's jobs run again, stamped: only the others are sorted.)
+            let mut names = std::mem::take(&mut self.admitted_since);
+            for entry in previous {
+                for id in entry.combo.jobs() {
+                    if self.jobs.get(&id).is_some_and(|t| t.stamp != stamp) {
+                        names.push(id);
+                    }
+                }
+            }
+            names.sort_unstable();
+            names.dedup();
+            for &id in &names {
+                if self.jobs.get(&id).is_some_and(|t| !t.ghost && t.stamp != stamp)
+                    && !already_not_this_round(view, id)
+                {
+                    decision.waiting.push((id, WaitReason::NotThisRound));
+                }
+            }
+            names.clear();
+            self.admitted_since = names;
+        } else {
+            for (&id, tracked) in self.jobs.iter() {
+                if !tracked.ghost && tracked.stamp != stamp && !already_not_this_round(view, id) {
+                    decision.waiting.push((id, WaitReason::NotThisRound));
+                }
             }
         }
         #[cfg(test)]
@@ -2096,7 +2135,10 @@ fn kept_entries(
         match chosen.get(next) {
             Some(&(combo, t)) if combo == entry.combo => {
                 let Combo::Single(id) = combo else { return None };
-                if (next > 0 && chosen[next - 1].0 >= combo) || entry.gpu_type != t {
+                // `chosen` ascends strictly (see `steady_after`).
+                #[cfg(test)]
+                assert!(next == 0 || chosen[next - 1].0 < combo, "a steady set ascends strictly");
+                if entry.gpu_type != t {
                     return None;
                 }
                 let job = view.job(id);
