@@ -486,6 +486,14 @@ pub struct Gavel {
     alloc_jobs: Vec<AllocJob>,
     /// The GPU type of each job in a FIFO allocation (buffer kept between allocations).
     fifo_types: Vec<Option<usize>>,
+    /// Whether, since the last round's verdicts, every tracked job that is no
+    /// ghost and did not run in it carries `NotThisRound` in the engine (that
+    /// round named no other verdict), jobs admitted since aside: then a round
+    /// that runs a subset of the last one's jobs (a job that ran and is not
+    /// running now has left) names only admitted ones (see [`Gavel::steady_in_place`]).
+    settled: bool,
+    /// Jobs admitted since the last round's verdicts.
+    admitted_since: Vec<JobId>,
 }
 
 /// The outcome of a FIFO round whose greedy pass took every combination of
@@ -507,6 +515,8 @@ thread_local! {
     static STEADY_ROUNDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// Rounds `place_kept` placed (tests check that the shortcut runs).
     static KEPT_PLACEMENTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Rounds `steady_in_place` recorded (tests check that the shortcut runs).
+    static IN_PLACE_ROUNDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 impl Gavel {
@@ -541,6 +551,8 @@ impl Gavel {
             up_scratch: Vec::new(),
             alloc_jobs: Vec::new(),
             fifo_types: Vec::new(),
+            settled: false,
+            admitted_since: Vec::new(),
         }
     }
 
@@ -707,6 +719,7 @@ impl Gavel {
                 }
             }
             self.jobs.insert(id, tracked);
+            self.admitted_since.push(id);
             self.combo_time_s.insert_filled(Combo::Single(id), n, self.half_round_s());
             self.deficits_s.insert_filled(Combo::Single(id), n, 0.0);
             self.need_update = true;
@@ -821,9 +834,9 @@ impl Gavel {
     /// next round (lease extension), runs on through that gap instead, up to a
     /// step per round ahead; its work done is used only where it is behind
     /// (restoring, or rolled back to a checkpoint).
-    fn plan_done(&self, view: &ClusterView<'_>, id: JobId, now: Time) -> f64 {
-        let real = view.job(id).work_done(now);
-        self.jobs.get(&id).map_or(real, |j| real.min(j.credited))
+    /// Takes the job's tracked state (`tracked`, the caller's lookup).
+    fn plan_done(view: &ClusterView<'_>, id: JobId, now: Time, tracked: &Tracked) -> f64 {
+        view.job(id).work_done(now).min(tracked.credited)
     }
 
     /// Gavel's `_reset_time_run_so_far`: one walk over the per-combination rows
@@ -912,7 +925,8 @@ impl Gavel {
         let mut jobs = std::mem::take(&mut self.alloc_jobs);
         jobs.truncate(self.jobs.len());
         for (k, (&id, tracked)) in self.jobs.iter().enumerate() {
-            let steps_remaining = (tracked.work - self.plan_done(view, id, now)).max(0.0).ceil();
+            let done = Gavel::plan_done(view, id, now, tracked);
+            let steps_remaining = (tracked.work - done).max(0.0).ceil();
             let secs_since_arrival = clock_s - tracked.arrival.as_secs_f64();
             let Some(job) = jobs.get_mut(k) else {
                 jobs.push(AllocJob {
@@ -925,8 +939,13 @@ impl Gavel {
                 });
                 continue;
             };
-            job.id = id;
-            job.steps_per_s.clone_from(&tracked.rates);
+            // A job's rates never change: the same job in the same row keeps its copy.
+            if job.id != id {
+                job.id = id;
+                job.steps_per_s.clone_from(&tracked.rates);
+            }
+            #[cfg(test)]
+            assert_eq!(job.steps_per_s, tracked.rates, "the row's rates are the job's");
             job.scale_factor = tracked.scale_factor;
             job.weight = tracked.weight;
             job.steps_remaining = steps_remaining;
@@ -1364,7 +1383,6 @@ impl Gavel {
             _ => now.as_secs_f64(),
         };
         let previous: Vec<RoundEntry> = self.round.take().map(|r| r.entries).unwrap_or_default();
-        let previous_index = Previous::new(&previous);
         self.admit_arrivals(view, clock_s);
         if self.jobs.is_empty() {
             // Nothing to run before them: Gavel's clock jumps to the next arrival.
@@ -1378,11 +1396,17 @@ impl Gavel {
             for &id in view.running {
                 decision.actions.push(Action::Preempt { job: id });
             }
+            self.settled = false;
             return decision;
         }
+        let previous = match self.steady_in_place(view, now, clock_s, previous, &mut decision) {
+            Ok(()) => return decision,
+            Err(previous) => previous,
+        };
+        let previous_index = Previous::new(&previous);
         if let Some((placed, extended)) = self.steady_round(view, clock_s, &previous_index) {
             self.count_kept_leases(&previous, &placed, extended);
-            self.record_round(view, now, clock_s, placed, &mut decision);
+            self.record_round(view, now, clock_s, placed, &previous, &mut decision);
             self.recycle(previous);
             return decision;
         }
@@ -1419,7 +1443,7 @@ impl Gavel {
                 placed
             }
         };
-        self.record_round(view, now, clock_s, placed, &mut decision);
+        self.record_round(view, now, clock_s, placed, &previous, &mut decision);
         self.recycle(previous);
         decision
     }
@@ -1428,6 +1452,198 @@ impl Gavel {
     fn recycle(&mut self, mut previous: Vec<RoundEntry>) {
         previous.clear();
         self.spare_entries = previous;
+    }
+
+    /// A steady round ([`Gavel::steady_round`]) whose kept placement
+    /// ([`Gavel::place_kept`]) is the last round's entries, less those of jobs
+    /// that left, in the same order and on the same GPU lists: the entries are
+    /// updated in place (finish and targets, by the operations of
+    /// [`Gavel::record_round`] in its order) instead of being placed, counted
+    /// ([`Gavel::count_kept_leases`]: every entry kept is an extension and an
+    /// opportunity, and a dropped one, whose jobs all left, neither) and
+    /// recorded anew. Verdicts: when the last round left every other tracked
+    /// job with `NotThisRound` (`settled`), only jobs admitted since can need
+    /// one (each job that ran then and is not running now left). `Err`: not
+    /// such a round, `previous` untouched (the steady set has dropped its
+    /// departed jobs, as `steady_round` drops them).
+    fn steady_in_place(
+        &mut self,
+        view: &ClusterView<'_>,
+        now: Time,
+        clock_s: f64,
+        mut previous: Vec<RoundEntry>,
+        decision: &mut Decision,
+    ) -> Result<(), Vec<RoundEntry>> {
+        let interval_over = clock_s - self.last_reset_s >= self.config.reset_interval.as_secs_f64();
+        if self.need_update && (interval_over || self.last_reset_s == 0.0) {
+            return Err(previous);
+        }
+        let jobs = &self.jobs;
+        let Some(steady) = self.steady.as_mut() else { return Err(previous) };
+        // `steady_round`'s retain of the tracked jobs, run only if one left.
+        let mut ghost = false;
+        let mut left = false;
+        for (combo, _) in &steady.chosen {
+            match jobs.get(&combo.jobs()[0]) {
+                Some(job) => ghost |= job.ghost,
+                None => left = true,
+            }
+        }
+        if left {
+            steady.chosen.retain(|(combo, _)| jobs.contains_key(&combo.jobs()[0]));
+        }
+        // Without ghosts, `place_kept` places every chosen job: as many as run.
+        if ghost || steady.chosen.is_empty() || steady.chosen.len() != view.running.len() {
+            return Err(previous);
+        }
+        up_gpus_into(view, self.worker_time_s.len(), &mut self.up_scratch);
+        if self.up_scratch != steady.up {
+            return Err(previous);
+        }
+        let chosen = &steady.chosen;
+        let walk = match kept_entries(jobs, view, chosen, &previous) {
+            Some(walk) => walk,
+            // After a full round that started jobs the entries are out of
+            // order (kept ones first): in combination order, as `place_kept`
+            // lists them (each combination at most once: any sort is the
+            // same; what else reads `previous` does not depend on its order).
+            None if !previous.is_sorted_by_key(|entry| entry.combo) => {
+                previous.sort_unstable_by_key(|entry| entry.combo);
+                match kept_entries(jobs, view, chosen, &previous) {
+                    Some(walk) => walk,
+                    None => return Err(previous),
+                }
+            }
+            None => return Err(previous),
+        };
+        let kept = chosen.len() as u64;
+        #[cfg(test)]
+        let plain = {
+            // The plain steady round from the same state, then the state put back.
+            let saved = (
+                self.jobs.clone(),
+                self.stats,
+                self.verdict_stamp,
+                self.shuffler.clone(),
+                self.steady.clone(),
+                std::mem::take(&mut self.spare_entries),
+                self.settled,
+                self.admitted_since.clone(),
+            );
+            let entries = previous.clone();
+            let index = Previous::new(&entries);
+            let (placed, extended) =
+                self.steady_round(view, clock_s, &index).expect("an in-place round is a steady round");
+            self.count_kept_leases(&entries, &placed, extended);
+            let mut plain_decision = Decision::recycled();
+            self.record_round(view, now, clock_s, placed, &entries, &mut plain_decision);
+            let out = (
+                self.round.take().expect("a round"),
+                format!("{:?}", self.jobs),
+                self.stats,
+                self.verdict_stamp,
+                format!("{:?}", self.shuffler),
+                format!("{plain_decision:?}"),
+            );
+            (
+                self.jobs,
+                self.stats,
+                self.verdict_stamp,
+                self.shuffler,
+                self.steady,
+                self.spare_entries,
+                self.settled,
+                self.admitted_since,
+            ) = saved;
+            out
+        };
+        self.stats.lease_opportunities += kept;
+        self.stats.lease_extensions += kept;
+        match walk {
+            Dropped::None => {}
+            Dropped::One(k) => drop(previous.remove(k)),
+            Dropped::More => {
+                let jobs = &self.jobs;
+                previous.retain(|entry| entry.combo.jobs().iter().any(|id| jobs.contains_key(id)));
+            }
+        }
+        // The shuffle `choose` would draw.
+        if !self.config.objective.heterogeneity_aware() {
+            let types = self.types.as_ref().expect("types initialized");
+            self.order_scratch.clear();
+            self.order_scratch.extend_from_slice(&types.order);
+            self.shuffler.shuffle(&mut self.order_scratch);
+        }
+        // `record_round` on the kept entries.
+        let round_s = self.config.round.as_secs_f64();
+        let now_s = clock_s;
+        let mut end_s = now_s;
+        self.verdict_stamp += 1;
+        let stamp = self.verdict_stamp;
+        for entry in &mut previous {
+            let Combo::Single(id) = entry.combo else { unreachable!("steady rounds run singles") };
+            let mut finish_s = now_s;
+            let real = view.job(id).work_done(now);
+            let tracked = self.jobs.get_mut(&id).expect("chosen jobs are tracked");
+            let rate = tracked.rates[entry.gpu_type];
+            tracked.stamp = stamp;
+            let done = real.min(tracked.credited);
+            let left = (tracked.work - done).max(0.0);
+            let steps = floor_positive(rate * round_s).min(left);
+            tracked.credited = if steps >= left { tracked.work } else { done + steps };
+            finish_s = finish_s.max(now_s + steps / rate);
+            entry.finish_s = finish_s;
+            entry.targets = [Some((id, done + steps)), None];
+            end_s = end_s.max(finish_s);
+        }
+        if self.settled {
+            self.admitted_since.sort_unstable();
+            self.admitted_since.dedup();
+            for &id in &self.admitted_since {
+                if self.jobs.get(&id).is_some_and(|t| !t.ghost && t.stamp != stamp)
+                    && !already_not_this_round(view, id)
+                {
+                    decision.waiting.push((id, WaitReason::NotThisRound));
+                }
+            }
+        } else {
+            for (&id, tracked) in self.jobs.iter() {
+                if !tracked.ghost && tracked.stamp != stamp && !already_not_this_round(view, id) {
+                    decision.waiting.push((id, WaitReason::NotThisRound));
+                }
+            }
+        }
+        self.settled = true;
+        self.admitted_since.clear();
+        let span = Span(((end_s - now_s) * MICROS_PER_SECOND as f64).ceil().max(0.0) as u64);
+        let end = now + span + ROUND_SLACK;
+        let charged_from_s = self.last_end_s;
+        self.round = Some(Round { charged_from_s, end_s, end, entries: previous });
+        self.stats.rounds += 1;
+        #[cfg(test)]
+        {
+            IN_PLACE_ROUNDS.with(|n| n.set(n.get() + 1));
+            let (round, jobs, stats, stamp, shuffler, plain_decision) = plain;
+            let bits = |r: &Round| {
+                let entries: Vec<_> = r
+                    .entries
+                    .iter()
+                    .map(|e| {
+                        let targets = e.targets.map(|t| t.map(|(id, x)| (id, x.to_bits())));
+                        (e.combo, e.gpu_type, e.gpus.clone(), e.finish_s.to_bits(), targets)
+                    })
+                    .collect();
+                (r.charged_from_s.to_bits(), r.end_s.to_bits(), r.end, entries)
+            };
+            let fused = self.round.as_ref().expect("a round");
+            assert_eq!(bits(fused), bits(&round), "the round in place = the plain steady round");
+            assert_eq!(format!("{:?}", self.jobs), jobs, "jobs credited as by record_round");
+            assert_eq!(self.stats, stats, "leases counted as by count_kept_leases");
+            assert_eq!(self.verdict_stamp, stamp);
+            assert_eq!(format!("{:?}", self.shuffler), shuffler, "the same shuffle draws");
+            assert_eq!(format!("{decision:?}"), plain_decision, "the same verdicts");
+        }
+        Ok(())
     }
 
     /// What a later round may repeat of a full round that chose `chosen` (see
@@ -1446,6 +1662,12 @@ impl Gavel {
         }
         let mut jobs = chosen.to_vec();
         jobs.sort_unstable_by_key(|&(c, _)| c);
+        // A pass takes each combination once (with a repeat `place_kept`
+        // would refuse every steady round anyway): ascending strictly, which
+        // `kept_entries` relies on.
+        if jobs.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return None;
+        }
         Some(Steady { chosen: jobs, up: up_gpus_by_type(view, self.worker_time_s.len()) })
     }
 
@@ -1653,7 +1875,7 @@ impl Gavel {
         }
         // Reuse, in priority order: the holding of exactly this pair, else of a member.
         let mut claimed: Vec<Option<Combo>> = vec![None; holdings.len()];
-        let mut reused: Vec<(Combo, usize)> = Vec::new();
+        let mut reused: Vec<(Combo, usize)> = Vec::with_capacity(chosen.len());
         for &(combo, t) in chosen {
             let members = combo.jobs();
             let mut candidates = members
@@ -1683,7 +1905,8 @@ impl Gavel {
                 decision.actions.push(Action::Preempt { job: id });
             }
         }
-        let mut placed: Vec<Placed> = Vec::new();
+        // At most one per chosen combination: sized once, no regrowth.
+        let mut placed: Vec<Placed> = Vec::with_capacity(chosen.len());
         for &(combo, h) in &reused {
             let held = &holdings[h];
             let anchor =
@@ -1778,6 +2001,7 @@ impl Gavel {
         now: Time,
         now_s: f64,
         placed: Vec<Placed>,
+        previous: &[RoundEntry],
         decision: &mut Decision,
     ) {
         let round_s = self.config.round.as_secs_f64();
@@ -1829,9 +2053,35 @@ impl Gavel {
         };
         #[cfg(test)]
         let listed = decision.waiting.len();
-        for (&id, tracked) in self.jobs.iter() {
-            if !tracked.ghost && tracked.stamp != stamp && !already_not_this_round(view, id) {
-                decision.waiting.push((id, WaitReason::NotThisRound));
+        if self.settled {
+            // Only the last round's jobs and those admitted since can lack the
+            // verdict (see `settled`): those, in id order, instead of a walk
+            // over every tracked job.
+            // (Most of the last round's jobs run again, stamped: only the others are sorted.)
+            let mut names = std::mem::take(&mut self.admitted_since);
+            for entry in previous {
+                for id in entry.combo.jobs() {
+                    if self.jobs.get(&id).is_some_and(|t| t.stamp != stamp) {
+                        names.push(id);
+                    }
+                }
+            }
+            names.sort_unstable();
+            names.dedup();
+            for &id in &names {
+                if self.jobs.get(&id).is_some_and(|t| !t.ghost && t.stamp != stamp)
+                    && !already_not_this_round(view, id)
+                {
+                    decision.waiting.push((id, WaitReason::NotThisRound));
+                }
+            }
+            names.clear();
+            self.admitted_since = names;
+        } else {
+            for (&id, tracked) in self.jobs.iter() {
+                if !tracked.ghost && tracked.stamp != stamp && !already_not_this_round(view, id) {
+                    decision.waiting.push((id, WaitReason::NotThisRound));
+                }
             }
         }
         #[cfg(test)]
@@ -1841,6 +2091,8 @@ impl Gavel {
             let named: Vec<JobId> = decision.waiting[listed..].iter().map(|&(id, _)| id).collect();
             assert_eq!(named, plain, "stamped verdicts = the sorted list's");
         }
+        self.settled = decision.waiting.iter().all(|&(_, reason)| reason == WaitReason::NotThisRound);
+        self.admitted_since.clear();
         if !entries.is_empty() {
             // The engine started the jobs at `now`, whatever Gavel's clock says.
             let span = Span(((end_s - now_s) * MICROS_PER_SECOND as f64).ceil().max(0.0) as u64);
@@ -1852,6 +2104,68 @@ impl Gavel {
             self.stats.rounds += 1;
         }
     }
+}
+
+/// The entries of the last round that a steady round in place drops
+/// ([`kept_entries`]): those of jobs that left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dropped {
+    None,
+    /// One, at this position.
+    One(usize),
+    More,
+}
+
+/// Whether `previous` (the last round's entries) is, less entries whose jobs
+/// all left, exactly `chosen` (a steady round's single jobs, ascending) in
+/// order, each running alone on its entry's GPUs (not none), of the type it
+/// was chosen for: then [`Gavel::place_kept`] keeps them all, as they are.
+/// With the entries dropped. The type of an entry's GPUs is its `gpu_type`
+/// (every placement records the type of the GPUs it lists), so the job's
+/// GPUs are of type `t` when they are the entry's and the entry's type is `t`.
+fn kept_entries(
+    jobs: &JobTable<Tracked>,
+    view: &ClusterView<'_>,
+    chosen: &[(Combo, usize)],
+    previous: &[RoundEntry],
+) -> Option<Dropped> {
+    let mut next = 0;
+    let mut dropped = Dropped::None;
+    for (k, entry) in previous.iter().enumerate() {
+        match chosen.get(next) {
+            Some(&(combo, t)) if combo == entry.combo => {
+                let Combo::Single(id) = combo else { return None };
+                // `chosen` ascends strictly (see `steady_after`).
+                #[cfg(test)]
+                assert!(next == 0 || chosen[next - 1].0 < combo, "a steady set ascends strictly");
+                if entry.gpu_type != t {
+                    return None;
+                }
+                let job = view.job(id);
+                let alone = job.partner.is_none_or(|p| !view.job(p).is_running());
+                if !alone || !job.is_running() || job.gpus.is_empty() || entry.gpus[..] != job.gpus[..] {
+                    return None;
+                }
+                #[cfg(test)]
+                assert_eq!(
+                    view.cluster.gpu_type_of(job.gpus[0]).index(),
+                    t,
+                    "an entry's GPUs are of its type"
+                );
+                next += 1;
+            }
+            _ => {
+                if entry.combo.jobs().iter().any(|id| jobs.contains_key(id)) {
+                    return None;
+                }
+                dropped = match dropped {
+                    Dropped::None => Dropped::One(k),
+                    _ => Dropped::More,
+                };
+            }
+        }
+    }
+    (next == chosen.len()).then_some(dropped)
 }
 
 /// `x.floor()`, bit for bit, without a call to the floor routine (the
@@ -1878,7 +2192,8 @@ fn already_not_this_round(view: &ClusterView<'_>, id: JobId) -> bool {
 
 /// The GPU sets running jobs hold now: one per job alone, one per pair.
 fn holdings<'a>(view: &ClusterView<'a>) -> Vec<Holding<'a>> {
-    let mut out = Vec::new();
+    // At most one per running job: sized once, no regrowth.
+    let mut out = Vec::with_capacity(view.running.len());
     for job in view.running_jobs() {
         let partner = job.partner.filter(|&p| view.job(p).is_running());
         if partner.is_some_and(|p| p < job.id()) {
@@ -2235,8 +2550,45 @@ mod tests {
             assert!(commands.is_empty(), "round {k}: {commands:?}");
         }
         assert_eq!(STEADY_ROUNDS.with(|n| n.get()), 9);
+        assert_eq!(IN_PLACE_ROUNDS.with(|n| n.get()), 9, "each steady round runs in place");
         assert!(KEPT_PLACEMENTS.with(|n| n.get()) >= 9, "each steady round keeps its placement");
         assert!(e.running().contains(&JobId(0)) && e.running().contains(&JobId(1)));
+    }
+
+    /// Steady rounds in place name the jobs admitted since the last round
+    /// (and only those). Three 100,000-step jobs arrive at 1 s (the first
+    /// reset then is not at 0, so an admission alone forces no reset), two
+    /// run; a fourth is submitted exactly when the third round ends, after
+    /// Gavel's clock (no mid-round pass names it; it waits for the next
+    /// round). The fourth round admits it and is still steady (no reset is
+    /// due before 1,921 s): it runs in place (checked inside against the plain
+    /// steady round, verdicts included) and names job 3 `NotThisRound`.
+    #[test]
+    fn steady_rounds_in_place_name_admitted_jobs() {
+        STEADY_ROUNDS.with(|n| n.set(0));
+        IN_PLACE_ROUNDS.with(|n| n.set(0));
+        let mut e = engine(Objective::Fifo { perf: false });
+        let first = |i| {
+            let mut j = job(i, 1, 100_000.0);
+            j.arrival = Time::from_secs(1);
+            Input::JobSubmitted(j.into())
+        };
+        e.step(Time::from_secs(1), Input::Batch((0..3).map(first).collect()));
+        for k in 1..=5u64 {
+            let at = e.next_wakeup().expect("a round end");
+            let mut inputs = vec![Input::Wakeup];
+            if k == 3 {
+                let mut late = job(3, 1, 100_000.0);
+                late.arrival = at;
+                inputs.insert(0, Input::JobSubmitted(late.into()));
+            }
+            let commands = e.step(at, Input::Batch(inputs));
+            assert!(commands.is_empty(), "round {k}: {commands:?}");
+            let verdict = e.job(JobId(3)).and_then(|j| j.verdict);
+            assert_eq!(verdict, (k >= 4).then_some(WaitReason::NotThisRound), "round {k}");
+        }
+        assert_eq!(STEADY_ROUNDS.with(|n| n.get()), 5);
+        assert_eq!(IN_PLACE_ROUNDS.with(|n| n.get()), 5);
     }
 
     /// The FIFO ranking walks the allocation's positive singles side by side
