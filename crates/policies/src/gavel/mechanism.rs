@@ -1054,10 +1054,17 @@ impl Gavel {
         }
     }
 
+    /// Whether a round at `now_s` resets time and re-allocates (Gavel's rule):
+    /// the jobs changed since the last allocation, and the reset interval is
+    /// over or no reset has happened yet.
+    fn reset_due(&self, now_s: f64) -> bool {
+        let interval_over = now_s - self.last_reset_s >= self.config.reset_interval.as_secs_f64();
+        self.need_update && (interval_over || self.last_reset_s == 0.0)
+    }
+
     /// Gavel's `_update_priorities`: maybe reset and re-allocate, then priorities.
     fn priorities(&mut self, view: &ClusterView<'_>, now: Time, now_s: f64, force: bool) -> Ranking {
-        let interval_over = now_s - self.last_reset_s >= self.config.reset_interval.as_secs_f64();
-        if force || (self.need_update && (interval_over || self.last_reset_s == 0.0)) {
+        if force || self.reset_due(now_s) {
             self.reset_time(now_s);
             self.compute_allocation(view, now, now_s);
             self.need_update = false;
@@ -1474,8 +1481,7 @@ impl Gavel {
         mut previous: Vec<RoundEntry>,
         decision: &mut Decision,
     ) -> Result<(), Vec<RoundEntry>> {
-        let interval_over = clock_s - self.last_reset_s >= self.config.reset_interval.as_secs_f64();
-        if self.need_update && (interval_over || self.last_reset_s == 0.0) {
+        if self.reset_due(clock_s) {
             return Err(previous);
         }
         let jobs = &self.jobs;
@@ -1582,44 +1588,18 @@ impl Gavel {
         let stamp = self.verdict_stamp;
         for entry in &mut previous {
             let Combo::Single(id) = entry.combo else { unreachable!("steady rounds run singles") };
-            let mut finish_s = now_s;
             let real = view.job(id).work_done(now);
             let tracked = self.jobs.get_mut(&id).expect("chosen jobs are tracked");
             let rate = tracked.rates[entry.gpu_type];
-            tracked.stamp = stamp;
-            let done = real.min(tracked.credited);
-            let left = (tracked.work - done).max(0.0);
-            let steps = floor_positive(rate * round_s).min(left);
-            tracked.credited = if steps >= left { tracked.work } else { done + steps };
-            finish_s = finish_s.max(now_s + steps / rate);
+            let (target, finish_s) = credit_round(tracked, real, rate, round_s, now_s, stamp);
+            let finish_s = now_s.max(finish_s);
             entry.finish_s = finish_s;
-            entry.targets = [Some((id, done + steps)), None];
+            entry.targets = [Some((id, target)), None];
             end_s = end_s.max(finish_s);
         }
-        if self.settled {
-            self.admitted_since.sort_unstable();
-            self.admitted_since.dedup();
-            for &id in &self.admitted_since {
-                if self.jobs.get(&id).is_some_and(|t| !t.ghost && t.stamp != stamp)
-                    && !already_not_this_round(view, id)
-                {
-                    decision.waiting.push((id, WaitReason::NotThisRound));
-                }
-            }
-        } else {
-            for (&id, tracked) in self.jobs.iter() {
-                if !tracked.ghost && tracked.stamp != stamp && !already_not_this_round(view, id) {
-                    decision.waiting.push((id, WaitReason::NotThisRound));
-                }
-            }
-        }
-        self.settled = true;
-        self.admitted_since.clear();
-        let span = Span(((end_s - now_s) * MICROS_PER_SECOND as f64).ceil().max(0.0) as u64);
-        let end = now + span + ROUND_SLACK;
-        let charged_from_s = self.last_end_s;
-        self.round = Some(Round { charged_from_s, end_s, end, entries: previous });
-        self.stats.rounds += 1;
+        // Every job of the last round runs again or left: only those admitted since.
+        self.name_not_this_round(view, stamp, &[], decision);
+        self.open_round(now, now_s, end_s, previous);
         #[cfg(test)]
         {
             IN_PLACE_ROUNDS.with(|n| n.set(n.get() + 1));
@@ -1685,8 +1665,7 @@ impl Gavel {
         clock_s: f64,
         previous: &Previous<'_>,
     ) -> Option<(Vec<Placed>, u64)> {
-        let interval_over = clock_s - self.last_reset_s >= self.config.reset_interval.as_secs_f64();
-        if self.need_update && (interval_over || self.last_reset_s == 0.0) {
+        if self.reset_due(clock_s) {
             return None;
         }
         up_gpus_into(view, self.worker_time_s.len(), &mut self.up_scratch);
@@ -2025,14 +2004,9 @@ impl Gavel {
                 let real = view.job(id).work_done(now);
                 let tracked = self.jobs.get_mut(&id).expect("chosen jobs are tracked");
                 let rate = pair.map_or(tracked.rates[gpu_type], |rates| rates[k]);
-                tracked.stamp = stamp;
-                // `plan_done` with the one lookup.
-                let done = real.min(tracked.credited);
-                let left = (tracked.work - done).max(0.0);
-                let steps = floor_positive(rate * round_s).min(left);
-                tracked.credited = if steps >= left { tracked.work } else { done + steps };
-                finish_s = finish_s.max(now_s + steps / rate);
-                targets[k] = Some((id, done + steps));
+                let (target, job_finish_s) = credit_round(tracked, real, rate, round_s, now_s, stamp);
+                finish_s = finish_s.max(job_finish_s);
+                targets[k] = Some((id, target));
             }
             end_s = end_s.max(finish_s);
             if matches!(combo, Combo::Pair(..)) {
@@ -2053,11 +2027,35 @@ impl Gavel {
         };
         #[cfg(test)]
         let listed = decision.waiting.len();
+        self.name_not_this_round(view, stamp, previous, decision);
+        #[cfg(test)]
+        {
+            let plain: Vec<JobId> =
+                plain.into_iter().filter(|&id| !already_not_this_round(view, id)).collect();
+            let named: Vec<JobId> = decision.waiting[listed..].iter().map(|&(id, _)| id).collect();
+            assert_eq!(named, plain, "stamped verdicts = the sorted list's");
+        }
+        if !entries.is_empty() {
+            self.open_round(now, now_s, end_s, entries);
+        }
+    }
+
+    /// Names `NotThisRound` for every tracked job that is no ghost, neither
+    /// runs this round nor already has a verdict in it (`stamp`), and does not
+    /// carry it in the engine already; then records whether the round's
+    /// verdicts are all `NotThisRound` (`settled`). When the last round's were
+    /// (`settled`), only the jobs admitted since and the jobs of `previous`
+    /// (the last round's entries) that are not stamped can lack it: those, in
+    /// id order, instead of a walk over every tracked job.
+    fn name_not_this_round(
+        &mut self,
+        view: &ClusterView<'_>,
+        stamp: u64,
+        previous: &[RoundEntry],
+        decision: &mut Decision,
+    ) {
         if self.settled {
-            // Only the last round's jobs and those admitted since can lack the
-            // verdict (see `settled`): those, in id order, instead of a walk
-            // over every tracked job.
-            // (Most of the last round's jobs run again, stamped: only the others are sorted.)
+            // Most of the last round's jobs run again, stamped: only the others are sorted.
             let mut names = std::mem::take(&mut self.admitted_since);
             for entry in previous {
                 for id in entry.combo.jobs() {
@@ -2083,27 +2081,43 @@ impl Gavel {
                     decision.waiting.push((id, WaitReason::NotThisRound));
                 }
             }
-        }
-        #[cfg(test)]
-        {
-            let plain: Vec<JobId> =
-                plain.into_iter().filter(|&id| !already_not_this_round(view, id)).collect();
-            let named: Vec<JobId> = decision.waiting[listed..].iter().map(|&(id, _)| id).collect();
-            assert_eq!(named, plain, "stamped verdicts = the sorted list's");
+            self.admitted_since.clear();
         }
         self.settled = decision.waiting.iter().all(|&(_, reason)| reason == WaitReason::NotThisRound);
-        self.admitted_since.clear();
-        if !entries.is_empty() {
-            // The engine started the jobs at `now`, whatever Gavel's clock says.
-            let span = Span(((end_s - now_s) * MICROS_PER_SECOND as f64).ceil().max(0.0) as u64);
-            let end = now + span + ROUND_SLACK;
-            // Gavel charges a round's time from the end of the round before
-            // (0 before the first), also when the cluster idled in between.
-            let charged_from_s = self.last_end_s;
-            self.round = Some(Round { charged_from_s, end_s, end, entries });
-            self.stats.rounds += 1;
-        }
     }
+
+    /// Starts the round of `entries`, planned to end at `end_s` on Gavel's clock.
+    fn open_round(&mut self, now: Time, now_s: f64, end_s: f64, entries: Vec<RoundEntry>) {
+        // The engine started the jobs at `now`, whatever Gavel's clock says.
+        let span = Span(((end_s - now_s) * MICROS_PER_SECOND as f64).ceil().max(0.0) as u64);
+        let end = now + span + ROUND_SLACK;
+        // Gavel charges a round's time from the end of the round before
+        // (0 before the first), also when the cluster idled in between.
+        let charged_from_s = self.last_end_s;
+        self.round = Some(Round { charged_from_s, end_s, end, entries });
+        self.stats.rounds += 1;
+    }
+}
+
+/// One job's part of a round, as Gavel accounts it: from its work done as
+/// planned (`Gavel::plan_done`: the engine's, at most what was credited), the
+/// round credits `floor(rate * round)` steps or what is left, and the job is
+/// stamped as running this round. Returns its target (work done at the
+/// round's end) and when it runs its last step on Gavel's clock.
+fn credit_round(
+    tracked: &mut Tracked,
+    real: f64,
+    rate: f64,
+    round_s: f64,
+    now_s: f64,
+    stamp: u64,
+) -> (f64, f64) {
+    tracked.stamp = stamp;
+    let done = real.min(tracked.credited);
+    let left = (tracked.work - done).max(0.0);
+    let steps = floor_positive(rate * round_s).min(left);
+    tracked.credited = if steps >= left { tracked.work } else { done + steps };
+    (done + steps, now_s + steps / rate)
 }
 
 /// The entries of the last round that a steady round in place drops
