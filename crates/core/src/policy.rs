@@ -106,7 +106,7 @@ impl JobState {
             return Some(Span::ZERO);
         }
         let left = (1.0 - self.work_done(now) / self.spec.work).clamp(0.0, 1.0);
-        Some(Span((estimate.0 as f64 * left).round() as u64))
+        Some(Span(crate::time::round_u64(estimate.0 as f64 * left)))
     }
     /// How long a pending job has waited since it last became pending.
     pub fn waiting_for(&self, now: Time) -> Span {

@@ -14,6 +14,24 @@ pub struct Span(pub u64);
 
 pub const MICROS_PER_SECOND: u64 = 1_000_000;
 
+/// `x.round() as u64`, bit for bit, without a call to the rounding routine
+/// where `0 <= x < 2^52` (the baseline x86-64 target has no rounding
+/// instruction, and its `f64`-to-`u64` conversion takes a branchy sequence):
+/// there the conversion through `i64` truncates exactly, the fraction
+/// `x - trunc(x)` is exact, and a fraction of one half or more rounds away
+/// from zero, as `round` does. Elsewhere (negative, huge, NaN) it is
+/// `x.round() as u64`. SRTF keys every contested job by a rounded remaining
+/// time at every pass (9.7 million calls on full Philly).
+#[inline]
+pub fn round_u64(x: f64) -> u64 {
+    if (0.0..4_503_599_627_370_496.0).contains(&x) {
+        let whole = x as i64;
+        (whole + i64::from(x - whole as f64 >= 0.5)) as u64
+    } else {
+        x.round() as u64
+    }
+}
+
 impl Time {
     pub const ZERO: Time = Time(0);
     pub const MAX: Time = Time(u64::MAX);
@@ -125,6 +143,21 @@ impl fmt::Display for Span {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// `round_u64` is `round` then the conversion, for any bits, values
+        /// next to integers and halves, and the specials. (Checked to catch
+        /// a seeded bug: `> 0.5` for `>= 0.5`.)
+        #[test]
+        fn round_u64_is_round_then_convert(bits in proptest::prelude::any::<u64>(), whole in 0u64..1 << 54, nudge in -2i32..3) {
+            let near = |x: f64| f64::from_bits(x.to_bits().wrapping_add_signed(i64::from(nudge)));
+            let specials = [0.0, -0.0, 0.5, -0.5, 0.49999999999999994, 1.5, 2.5, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 4_503_599_627_370_495.5, 1e19, 2e19];
+            let values = [f64::from_bits(bits), near(whole as f64), near(whole as f64 + 0.5), -near(whole as f64)];
+            for x in specials.into_iter().chain(values) {
+                proptest::prop_assert_eq!(round_u64(x), x.round() as u64, "{}", x);
+            }
+        }
+    }
 
     #[test]
     fn ceil_rounding_never_finishes_early() {
