@@ -357,19 +357,25 @@ impl SrtfIndex {
 /// an order close to the right one (SRTF's contested jobs in their cached
 /// order), it makes a few moves where a sort from scratch compares
 /// `n log n` times.
-pub(crate) fn sort_nearly_sorted<T, K: Ord>(v: &mut [T], key: impl Fn(&T) -> K) {
+pub(crate) fn sort_nearly_sorted<T: Copy, K: Ord>(v: &mut [T], key: impl Fn(&T) -> K) {
     let mut budget = 4 * v.len() + 16;
     for i in 1..v.len() {
+        // Entry `i` is held aside while the larger ones before it shift up
+        // one place each (a move per inversion rather than a swap).
+        let item = v[i];
+        let k = key(&item);
         let mut j = i;
-        while j > 0 && key(&v[j]) < key(&v[j - 1]) {
+        while j > 0 && k < key(&v[j - 1]) {
             if budget == 0 {
+                v[j] = item;
                 v.sort_unstable_by_key(key);
                 return;
             }
             budget -= 1;
-            v.swap(j, j - 1);
+            v[j] = v[j - 1];
             j -= 1;
         }
+        v[j] = item;
     }
 }
 
