@@ -33,8 +33,8 @@ pub use ids::{GpuId, GpuTypeId, JobId, NodeId, TenantId};
 pub use job::{CommPattern, EndReason, JobKind, JobProfile, JobSpec, Layout, SpecRef, SpecTable};
 pub use job_set::JobSet;
 pub use policy::{
-    Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, Trigger,
-    WaitReason,
+    Action, ClusterView, Decision, JobChange, JobState, Phase, Policy, PolicyCx, Progress, RemainingInputs,
+    Trigger, WaitReason,
 };
 pub use sharing::{GpuMemory, Share, ShareRefusal, Sharing, SharingMode};
 pub use tenant::TenantSpec;

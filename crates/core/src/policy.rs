@@ -31,6 +31,39 @@ pub struct Progress {
     pub at: Time,
 }
 
+impl Progress {
+    /// Work done by `now`, extrapolated from this report, at most `work`.
+    #[inline]
+    pub fn done_by(&self, now: Time, work: f64) -> f64 {
+        (self.done + self.rate * (now - self.at).as_secs_f64()).min(work)
+    }
+}
+
+/// What [`JobState::remaining_estimate`] reads from a job (its duration
+/// estimate, its work and its last progress report), copied out so that an
+/// index can key a running job at any time without reading the job again,
+/// until its progress changes: [`RemainingInputs::at`] performs the same
+/// operations in the same order, so it gives the same bits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RemainingInputs {
+    estimate_us: f64,
+    work: f64,
+    progress: Progress,
+}
+
+impl RemainingInputs {
+    /// Remaining run time at reference speed at `now`: the estimate times
+    /// the fraction of work left, rounded to the microsecond.
+    #[inline]
+    pub fn at(&self, now: Time) -> Span {
+        if self.work <= 0.0 {
+            return Span::ZERO;
+        }
+        let left = (1.0 - self.progress.done_by(now, self.work) / self.work).clamp(0.0, 1.0);
+        Span(crate::time::round_u64(self.estimate_us * left))
+    }
+}
+
 /// Everything the engine knows about one job.
 #[derive(Clone, Debug)]
 pub struct JobState {
@@ -95,18 +128,22 @@ impl JobState {
     }
     /// Work done by `now`, extrapolated from the last progress report.
     pub fn work_done(&self, now: Time) -> f64 {
-        let p = self.progress;
-        (p.done + p.rate * (now - p.at).as_secs_f64()).min(self.spec.work)
+        self.progress.done_by(now, self.spec.work)
     }
     /// Remaining run time at reference speed, from the duration estimate and
     /// the fraction of work done. `None` when the job has no estimate.
     pub fn remaining_estimate(&self, now: Time) -> Option<Span> {
+        self.remaining_inputs().map(|inputs| inputs.at(now))
+    }
+    /// What `remaining_estimate` reads, as of the last progress report.
+    /// `None` when the job has no estimate.
+    pub fn remaining_inputs(&self) -> Option<RemainingInputs> {
         let estimate = self.spec.duration_estimate?;
-        if self.spec.work <= 0.0 {
-            return Some(Span::ZERO);
-        }
-        let left = (1.0 - self.work_done(now) / self.spec.work).clamp(0.0, 1.0);
-        Some(Span(crate::time::round_u64(estimate.0 as f64 * left)))
+        Some(RemainingInputs {
+            estimate_us: estimate.0 as f64,
+            work: self.spec.work,
+            progress: self.progress,
+        })
     }
     /// How long a pending job has waited since it last became pending.
     pub fn waiting_for(&self, now: Time) -> Span {

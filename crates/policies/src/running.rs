@@ -21,7 +21,7 @@
 use std::collections::BTreeSet;
 
 use cotenant_core::placement::Placement;
-use cotenant_core::{ClusterView, Decision, JobChange, JobId, JobState, TenantId, Time};
+use cotenant_core::{ClusterView, Decision, JobChange, JobId, JobState, RemainingInputs, TenantId, Time};
 
 use crate::greedy::{
     pass_by_key, pass_contested, pass_contested_by, settled_is_safe, ContestedJobs, HeldVerdicts, Sized,
@@ -266,50 +266,71 @@ impl<I: KeyIndex> Ranked<I> {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SrtfIndex {
     pub(crate) set: RunningSet,
-    /// Cached key of each running job, by job index.
-    cached: Vec<u64>,
+    /// Each running job's cached key, with what it is computed from, by job
+    /// index.
+    cached: Vec<Cached>,
     order: BTreeSet<(u64, JobId)>,
     /// Jobs the last `contested` found settled after all, with their cached
     /// and fresh keys (kept to reuse its allocation).
     refreshed: Vec<(u64, u64, JobId)>,
 }
 
+/// A running job's cached SRTF key, the inputs of its remaining time as of
+/// its last progress report (so that `contested` keys it afresh without
+/// reading the job: the same operations, the same bits), and its tenant.
+#[derive(Clone, Copy, Debug)]
+struct Cached {
+    key: u64,
+    inputs: Option<RemainingInputs>,
+    tenant: TenantId,
+}
+
+impl Cached {
+    /// The job's key at `now`: `remaining_us(job, now)` as long as its
+    /// progress is the one copied.
+    #[inline]
+    fn key_at(&self, now: Time) -> u64 {
+        self.inputs.map_or(u64::MAX, |inputs| inputs.at(now).0)
+    }
+}
+
 impl SrtfIndex {
     /// Applies the change log and the progress reports: a job that started,
-    /// was resized or reported progress gets its key afresh.
+    /// was resized or reported progress gets its key (and its key's inputs)
+    /// afresh.
     fn sync(&mut self, view: &ClusterView<'_>, queue: &WaitQueue<u64>) {
-        let key = |job: &JobState| remaining_us(job, view.now);
         for &change in view.changes {
             match (self.set.apply(view, queue, change), change) {
-                (Some(true), JobChange::Started(id)) => {
-                    let k = key(view.job(id));
-                    self.insert(id, k);
-                }
+                (Some(true), JobChange::Started(id)) => self.insert(id, view.job(id), view.now),
                 (Some(false), JobChange::Stopped(id) | JobChange::Completed(id) | JobChange::Ended(id)) => {
-                    self.order.remove(&(self.cached[id.index()], id));
+                    self.order.remove(&(self.cached[id.index()].key, id));
                 }
-                (None, JobChange::Resized(id)) => self.rekey(id, key(view.job(id))),
+                (None, JobChange::Resized(id)) => self.rekey(id, view.job(id), view.now),
                 _ => {}
             }
         }
         for &id in view.progressed {
-            self.rekey(id, key(view.job(id)));
+            self.rekey(id, view.job(id), view.now);
         }
     }
 
-    fn insert(&mut self, id: JobId, k: u64) {
+    fn insert(&mut self, id: JobId, job: &JobState, now: Time) {
+        let inputs = job.remaining_inputs();
+        let tenant = job.spec.tenant;
+        let key = Cached { key: 0, inputs, tenant }.key_at(now);
+        debug_assert_eq!(key, remaining_us(job, now));
         if id.index() >= self.cached.len() {
-            self.cached.resize(id.index() + 1, 0);
+            self.cached.resize(id.index() + 1, Cached { key: 0, inputs: None, tenant });
         }
-        self.cached[id.index()] = k;
-        self.order.insert((k, id));
+        self.cached[id.index()] = Cached { key, inputs, tenant };
+        self.order.insert((key, id));
     }
 
     /// A running job's key, recomputed (a job not running is left alone).
-    fn rekey(&mut self, id: JobId, k: u64) {
+    fn rekey(&mut self, id: JobId, job: &JobState, now: Time) {
         if self.set.contains(id) {
-            self.order.remove(&(self.cached[id.index()], id));
-            self.insert(id, k);
+            self.order.remove(&(self.cached[id.index()].key, id));
+            self.insert(id, job, now);
         }
     }
 
@@ -319,16 +340,20 @@ impl SrtfIndex {
     /// rank ahead of `head` after all get their fresh key cached, so that later
     /// passes skip them (a contested job is keyed afresh at every pass anyway).
     fn contested(&mut self, view: &ClusterView<'_>, head: (u64, JobId), out: &mut Vec<Sized<u64>>) -> u64 {
-        let key = |job: &JobState| remaining_us(job, view.now);
         out.clear();
         self.refreshed.clear();
         let mut gpus = 0;
         for &(cached, id) in self.order.range(head..) {
-            let job = view.job(id);
-            let k = key(job);
+            let record = &self.cached[id.index()];
+            let k = record.key_at(view.now);
+            debug_assert_eq!(
+                k,
+                remaining_us(view.job(id), view.now),
+                "{id}: SRTF's copied inputs give another key than the job's (progress without a report)"
+            );
             debug_assert!(k <= cached, "{id}: SRTF key rose from {cached} to {k} without a progress report");
             if (k, id) >= head {
-                let size = JobSize { gpus: self.set.gpus(id), tenant: job.spec.tenant };
+                let size = JobSize { gpus: self.set.gpus(id), tenant: record.tenant };
                 out.push(((k, id), size));
                 gpus += u64::from(size.gpus);
             } else {
@@ -338,7 +363,7 @@ impl SrtfIndex {
         for &(cached, k, id) in &self.refreshed {
             self.order.remove(&(cached, id));
             self.order.insert((k, id));
-            self.cached[id.index()] = k;
+            self.cached[id.index()].key = k;
         }
         // The cached order is not the fresh one (keys cached at different times
         // have fallen by different amounts), but it is close: on full Philly
