@@ -408,7 +408,10 @@ fn contest<K: Ord + Copy>(
     // preemptions, in key order (nothing else is pushed before the starts); the
     // waiting jobs chosen, with their GPUs, are placed once every preempted job
     // has given its GPUs back.
-    let mut to_start: Vec<(JobId, u32)> = Vec::new();
+    // In the buffer the last pass on this thread left (no allocation per pass:
+    // LAS's passes on full Philly grew a fresh one 790,288 times).
+    let mut to_start =
+        SPARE_STARTS.try_with(|spare| std::mem::take(&mut *spare.borrow_mut())).unwrap_or_default();
     let mut waiting_examined = 0usize;
     let mut waiting_cut = false;
     while capacity > 0 {
@@ -469,6 +472,7 @@ fn contest<K: Ord + Copy>(
     // Running jobs not chosen stop: each was examined, or ranks below a full cluster.
     contested.for_each_left(|((_, id), _)| decision.actions.push(Action::Preempt { job: id }));
     if to_start.is_empty() && decision.actions.is_empty() {
+        keep_starts_buffer(to_start);
         return decision;
     }
     let mut free = FreeMap::new(view.cluster);
@@ -477,7 +481,7 @@ fn contest<K: Ord + Copy>(
             free.give_back(&view.job(job).gpus);
         }
     }
-    for (id, gpus) in to_start {
+    for &(id, gpus) in &to_start {
         // Only the topology-aware placements read a job's layout: the others
         // need nothing of its state (its GPUs came with its queue entry).
         let layout = if placement.reads_layout() { view.job(id).spec.profile.layout } else { None };
@@ -486,8 +490,27 @@ fn contest<K: Ord + Copy>(
             Err(reason) => HeldVerdicts::tell(&mut held, &mut decision, id, reason),
         }
     }
+    keep_starts_buffer(to_start);
     decision
 }
+
+thread_local! {
+    /// The chosen-starts buffer of the last `contest` on this thread, empty,
+    /// for the next one.
+    static SPARE_STARTS: std::cell::RefCell<Vec<(JobId, u32)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Gives `contest`'s starts buffer back, emptied, unless it grew past
+/// `MAX_SPARE_STARTS` (or the thread is being torn down: then it is freed).
+fn keep_starts_buffer(mut starts: Vec<(JobId, u32)>) {
+    if starts.capacity() <= MAX_SPARE_STARTS {
+        starts.clear();
+        let _ = SPARE_STARTS.try_with(|spare| *spare.borrow_mut() = starts);
+    }
+}
+
+/// The largest starts buffer kept between passes (16 bytes an entry).
+const MAX_SPARE_STARTS: usize = 1 << 16;
 
 /// Moves the running jobs that rank ahead of `head` (the best waiting job) to
 /// the front of `running` and returns their count and GPUs, when the pass is
