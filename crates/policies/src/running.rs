@@ -127,7 +127,13 @@ impl RunningSet {
 
 /// SRTF's key: remaining run time in µs (`u64::MAX` without an estimate).
 pub(crate) fn remaining_us(job: &JobState, now: Time) -> u64 {
-    job.remaining_estimate(now).map_or(u64::MAX, |s| s.0)
+    key_from(job.remaining_inputs(), now)
+}
+
+/// SRTF's key from what it is computed from (`JobState::remaining_inputs`),
+/// so that an index can key a job from a copy of them.
+fn key_from(inputs: Option<RemainingInputs>, now: Time) -> u64 {
+    inputs.map_or(u64::MAX, |inputs| inputs.at(now).0)
 }
 
 /// A running-job index of a policy that ranks every job by one `u64` key.
@@ -285,15 +291,6 @@ struct Cached {
     tenant: TenantId,
 }
 
-impl Cached {
-    /// The job's key at `now`: `remaining_us(job, now)` as long as its
-    /// progress is the one copied.
-    #[inline]
-    fn key_at(&self, now: Time) -> u64 {
-        self.inputs.map_or(u64::MAX, |inputs| inputs.at(now).0)
-    }
-}
-
 impl SrtfIndex {
     /// Applies the change log and the progress reports: a job that started,
     /// was resized or reported progress gets its key (and its key's inputs)
@@ -316,14 +313,14 @@ impl SrtfIndex {
 
     fn insert(&mut self, id: JobId, job: &JobState, now: Time) {
         let inputs = job.remaining_inputs();
-        let tenant = job.spec.tenant;
-        let key = Cached { key: 0, inputs, tenant }.key_at(now);
-        debug_assert_eq!(key, remaining_us(job, now));
+        let record = Cached { key: key_from(inputs, now), inputs, tenant: job.spec.tenant };
         if id.index() >= self.cached.len() {
-            self.cached.resize(id.index() + 1, Cached { key: 0, inputs: None, tenant });
+            // The filler entries belong to jobs not running: each is written
+            // here before it is read.
+            self.cached.resize(id.index() + 1, record);
         }
-        self.cached[id.index()] = Cached { key, inputs, tenant };
-        self.order.insert((key, id));
+        self.cached[id.index()] = record;
+        self.order.insert((record.key, id));
     }
 
     /// A running job's key, recomputed (a job not running is left alone).
@@ -345,7 +342,9 @@ impl SrtfIndex {
         let mut gpus = 0;
         for &(cached, id) in self.order.range(head..) {
             let record = &self.cached[id.index()];
-            let k = record.key_at(view.now);
+            // As of the job's last progress report: `remaining_us` of the job
+            // while no report is missed (checked in debug builds).
+            let k = key_from(record.inputs, view.now);
             debug_assert_eq!(
                 k,
                 remaining_us(view.job(id), view.now),
@@ -382,7 +381,7 @@ impl SrtfIndex {
 /// an order close to the right one (SRTF's contested jobs in their cached
 /// order), it makes a few moves where a sort from scratch compares
 /// `n log n` times.
-pub(crate) fn sort_nearly_sorted<T: Copy, K: Ord>(v: &mut [T], key: impl Fn(&T) -> K) {
+fn sort_nearly_sorted<T: Copy, K: Ord>(v: &mut [T], key: impl Fn(&T) -> K) {
     let mut budget = 4 * v.len() + 16;
     for i in 1..v.len() {
         // Entry `i` is held aside while the larger ones before it shift up
