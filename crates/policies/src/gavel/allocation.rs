@@ -206,21 +206,23 @@ impl Allocator {
         }
     }
 
-    /// For an unpacked FIFO objective, X as each job's GPU type (`types[k]`
-    /// for `jobs[k]`; X is 1 there and 0 elsewhere, `None`: 0 everywhere):
-    /// what [`Allocator::allocate`] returns, without a row per job. Returns
-    /// false (and leaves `types` alone) for other objectives.
-    pub fn fifo_types(
+    /// For an unpacked FIFO objective, FIFO's job -> GPU type assignment after
+    /// this allocation: X is 1 on an assigned job's type and 0 elsewhere, and 0
+    /// everywhere for a job it does not hold (every job it holds is one of
+    /// `jobs`). What [`Allocator::allocate`] returns, without a row per job.
+    /// `jobs` ascend by id (the mechanism's come from its id-ordered table;
+    /// checked in debug builds), so the order is not checked again here.
+    /// `None` for other objectives.
+    pub(crate) fn fifo_assignment(
         &mut self,
         jobs: &[AllocJob],
         capacity: &[u32],
         type_names: &[String],
-        types: &mut Vec<Option<usize>>,
-    ) -> bool {
-        let Objective::Fifo { perf } = self.objective else { return false };
-        self.fifo_assign(jobs, capacity, type_names, perf);
-        self.fifo_types_into(jobs, types);
-        true
+    ) -> Option<&JobTable<usize>> {
+        let Objective::Fifo { perf } = self.objective else { return None };
+        debug_assert!(ascending_ids(jobs), "the mechanism's jobs ascend by id");
+        self.fifo_assign(jobs, capacity, type_names, perf, true);
+        Some(&self.fifo_assigned)
     }
 
     /// Gavel's `FIFOPolicy.get_allocation`, including its quirks (see docs).
@@ -231,9 +233,10 @@ impl Allocator {
         type_names: &[String],
         perf: bool,
     ) -> Vec<Vec<f64>> {
-        self.fifo_assign(jobs, capacity, type_names, perf);
+        let sorted = ascending_ids(jobs);
+        self.fifo_assign(jobs, capacity, type_names, perf, sorted);
         let mut types = Vec::new();
-        self.fifo_types_into(jobs, &mut types);
+        self.fifo_types_into(jobs, sorted, &mut types);
         let mut x = vec![vec![0.0; capacity.len()]; jobs.len()];
         for (row, t) in x.iter_mut().zip(types) {
             if let Some(t) = t {
@@ -244,12 +247,19 @@ impl Allocator {
     }
 
     /// Updates `fifo_assigned`, FIFO's job -> GPU type assignment (see [`Allocator::fifo`]).
-    fn fifo_assign(&mut self, jobs: &[AllocJob], capacity: &[u32], type_names: &[String], perf: bool) {
+    /// `sorted`: `jobs` ascend by id ([`ascending_ids`]).
+    fn fifo_assign(
+        &mut self,
+        jobs: &[AllocJob],
+        capacity: &[u32],
+        type_names: &[String],
+        perf: bool,
+        sorted: bool,
+    ) {
         let n = capacity.len();
         let mut available: Vec<i64> = capacity.iter().map(|&c| c as i64).collect();
         // Rows by job id: by binary search when `jobs` is in id order (as the
         // mechanism passes them), else through a map (the first form's answers).
-        let sorted = jobs.windows(2).all(|w| w[0].id < w[1].id);
         let map: BTreeMap<JobId, usize> =
             if sorted { BTreeMap::new() } else { jobs.iter().enumerate().map(|(k, j)| (j.id, k)).collect() };
         let row_of = |id: JobId| -> Option<usize> {
@@ -335,9 +345,10 @@ impl Allocator {
     }
 
     /// Each job's type in `fifo_assigned`, into `types` (one per job).
-    fn fifo_types_into(&self, jobs: &[AllocJob], types: &mut Vec<Option<usize>>) {
+    /// `sorted`: `jobs` ascend by id ([`ascending_ids`]).
+    fn fifo_types_into(&self, jobs: &[AllocJob], sorted: bool, types: &mut Vec<Option<usize>>) {
         types.clear();
-        if jobs.windows(2).all(|w| w[0].id < w[1].id) {
+        if sorted {
             // Merged walk, as the queue's.
             let mut assigned = self.fifo_assigned.iter().peekable();
             types.extend(jobs.iter().map(|job| {
@@ -348,6 +359,11 @@ impl Allocator {
             types.extend(jobs.iter().map(|job| self.fifo_assigned.get(&job.id).copied()));
         }
     }
+}
+
+/// Whether `jobs` ascend strictly by id.
+fn ascending_ids(jobs: &[AllocJob]) -> bool {
+    jobs.windows(2).all(|w| w[0].id < w[1].id)
 }
 
 /// Types with at least one worker, and their capacities as f64.

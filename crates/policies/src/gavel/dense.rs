@@ -260,13 +260,14 @@ impl<K: Ord + Copy> Rows<K> {
         }
     }
 
-    /// Appends a row of `width` copies of `value` for `key`, above every key in the map.
-    #[inline]
-    pub(crate) fn push_filled(&mut self, key: K, width: usize, value: f64) {
+    /// Appends a row of `width` copies of `value` for each of `keys`, which
+    /// ascend and are above every key in the map (one extension of each buffer).
+    pub(crate) fn extend_filled(&mut self, keys: impl IntoIterator<Item = K>, width: usize, value: f64) {
         self.adopt_width(width);
-        assert!(self.keys.last().is_none_or(|last| *last < key), "pushed keys ascend");
-        self.keys.push(key);
-        self.values.resize(self.values.len() + width, value);
+        let from = self.keys.len().saturating_sub(1);
+        self.keys.extend(keys);
+        assert!(self.keys[from..].is_sorted_by(|a, b| a < b), "pushed keys ascend");
+        self.values.resize(self.keys.len() * width, value);
     }
 
     /// Appends `key`'s row: `key` is above every key in the map.
@@ -401,8 +402,9 @@ mod tests {
                             rows.push(key, &row);
                             map.insert(key, row.to_vec());
                         } else {
-                            rows.push_filled(key, 3, v);
+                            rows.extend_filled([key, key + 1], 3, v);
                             map.insert(key, vec![v; 3]);
+                            map.insert(key + 1, vec![v; 3]);
                         }
                     }
                     3 => prop_assert_eq!(rows.remove(&key), map.remove(&key).is_some()),
@@ -444,7 +446,7 @@ mod tests {
         ) {
             let mut rows = Rows::default();
             for &key in &keys {
-                rows.push_filled(key, 1, f64::from(key));
+                rows.extend_filled([key], 1, f64::from(key));
             }
             let (mut probe, mut from) = (0u32, 0usize);
             for stride in strides {

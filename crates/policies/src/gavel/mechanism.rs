@@ -484,8 +484,6 @@ pub struct Gavel {
     /// refills its rows (each job's rates copied into the row's own buffer)
     /// instead of allocating one per job.
     alloc_jobs: Vec<AllocJob>,
-    /// The GPU type of each job in a FIFO allocation (buffer kept between allocations).
-    fifo_types: Vec<Option<usize>>,
     /// Whether, since the last round's verdicts, every tracked job that is no
     /// ghost and did not run in it carries `NotThisRound` in the engine (that
     /// round named no other verdict), jobs admitted since aside: then a round
@@ -550,7 +548,6 @@ impl Gavel {
             spare_entries: Vec::new(),
             up_scratch: Vec::new(),
             alloc_jobs: Vec::new(),
-            fifo_types: Vec::new(),
             settled: false,
             admitted_since: Vec::new(),
         }
@@ -924,10 +921,17 @@ impl Gavel {
             .collect();
         let mut jobs = std::mem::take(&mut self.alloc_jobs);
         jobs.truncate(self.jobs.len());
+        // Unpacked FIFO reads each job's id, scale factor and rates only
+        // (`Allocator::fifo_types`): its progress fields are left at zero, not
+        // computed (a lookup of the engine's job each).
+        let progress = !matches!(self.config.objective, Objective::Fifo { .. });
         for (k, (&id, tracked)) in self.jobs.iter().enumerate() {
-            let done = Gavel::plan_done(view, id, now, tracked);
-            let steps_remaining = (tracked.work - done).max(0.0).ceil();
-            let secs_since_arrival = clock_s - tracked.arrival.as_secs_f64();
+            let (steps_remaining, secs_since_arrival) = if progress {
+                let done = Gavel::plan_done(view, id, now, tracked);
+                ((tracked.work - done).max(0.0).ceil(), clock_s - tracked.arrival.as_secs_f64())
+            } else {
+                (0.0, 0.0)
+            };
             let Some(job) = jobs.get_mut(k) else {
                 jobs.push(AllocJob {
                     id,
@@ -966,17 +970,21 @@ impl Gavel {
         self.allocation.clear();
         #[cfg(test)]
         let before = self.allocator.clone();
-        let mut fifo_types = std::mem::take(&mut self.fifo_types);
-        if self.allocator.fifo_types(&jobs, &capacity, &types.names, &mut fifo_types) {
-            // Unpacked FIFO: X is 1 on each job's type and 0 elsewhere, written
-            // into the rows in place (no row per job from the allocator).
+        if let Some(assigned) = self.allocator.fifo_assignment(&jobs, &capacity, &types.names) {
+            // Unpacked FIFO: X is 1 on each assigned job's type and 0 elsewhere,
+            // written into zero rows in place (no row per job from the
+            // allocator). The assigned jobs, ascending, are the positive rows.
             let n = capacity.len();
-            for (job, t) in jobs.iter().zip(&fifo_types) {
-                self.allocation.push_filled(Combo::Single(job.id), n, 0.0);
-                if let Some(t) = *t {
-                    let last = self.allocation.len() - 1;
-                    self.allocation.row_mut(last)[t] = 1.0;
-                }
+            self.allocation.extend_filled(jobs.iter().map(|job| Combo::Single(job.id)), n, 0.0);
+            self.positive.clear();
+            let mut from = 0;
+            for (&id, &t) in assigned.iter() {
+                let combo = Combo::Single(id);
+                let (k, next) = self.allocation.find_from(from, &combo);
+                let k = k.expect("FIFO assigns only the jobs it is given");
+                from = next;
+                self.allocation.row_mut(k)[t] = 1.0;
+                self.positive.push(combo);
             }
             #[cfg(test)]
             {
@@ -988,6 +996,9 @@ impl Gavel {
                     jobs.iter().zip(x.singles).map(|(job, row)| (Combo::Single(job.id), row)).collect();
                 assert_eq!(self.allocation.to_map(), rows, "FIFO rows in place = the allocator's");
                 assert_eq!(format!("{plain:?}"), format!("{:?}", self.allocator), "the same FIFO state");
+                let scanned: Vec<Combo> =
+                    rows.iter().filter(|(_, x)| x.iter().any(|&v| v > 0.0)).map(|(&c, _)| c).collect();
+                assert_eq!(self.positive, scanned, "the assigned jobs = the positive rows");
             }
         } else if let Ok(x) = self.allocator.allocate_packed(&jobs, &pairs, &capacity, &types.names) {
             let singles = jobs.iter().zip(&x.singles).map(|(job, row)| (Combo::Single(job.id), row));
@@ -1004,13 +1015,14 @@ impl Gavel {
                     self.allocation.push(combo, row);
                 }
             }
+            self.positive.clear();
+            self.positive.extend(
+                self.allocation.iter().filter(|(_, x)| x.iter().any(|&v| v > 0.0)).map(|(combo, _)| combo),
+            );
+        } else {
+            self.positive.clear();
         }
-        self.positive.clear();
-        self.positive.extend(
-            self.allocation.iter().filter(|(_, x)| x.iter().any(|&v| v > 0.0)).map(|(combo, _)| combo),
-        );
         self.alloc_jobs = jobs;
-        self.fifo_types = fifo_types;
         self.stats.allocations += 1;
     }
 
