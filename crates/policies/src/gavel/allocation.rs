@@ -256,6 +256,132 @@ impl Allocator {
         perf: bool,
         sorted: bool,
     ) {
+        #[cfg(test)]
+        let plain = {
+            let mut copy = self.clone();
+            copy.fifo_assign_plain(jobs, capacity, type_names, perf, sorted);
+            copy
+        };
+        let n = capacity.len();
+        let mut available: Vec<i64> = capacity.iter().map(|&c| c as i64).collect();
+        // Rows by job id: by binary search when `jobs` is in id order (as the
+        // mechanism passes them), else through a map (the first form's answers).
+        let map: BTreeMap<JobId, usize> =
+            if sorted { BTreeMap::new() } else { jobs.iter().enumerate().map(|(k, j)| (j.id, k)).collect() };
+        let row_of = |id: JobId| -> Option<usize> {
+            if sorted {
+                jobs.binary_search_by_key(&id, |j| j.id).ok()
+            } else {
+                map.get(&id).copied()
+            }
+        };
+        if perf {
+            self.fifo_assigned.clear();
+        }
+        // The queue (Gavel's list of the jobs not assigned when the pass
+        // starts, in id order, taken from the front only), walked lazily: a
+        // cursor over the jobs in id order that skips assigned ones. A job the
+        // walk has not reached yet is assigned only by being taken, so
+        // "assigned now" is "assigned when the pass started" for it; most of
+        // the queue is never reached.
+        let by_id: Vec<JobId> = if sorted {
+            Vec::new()
+        } else {
+            let mut ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+            ids.sort();
+            ids
+        };
+        let mut cursor = 0;
+        let mut next_queued = |assigned: &JobTable<usize>| -> Option<(JobId, usize)> {
+            while cursor < jobs.len() {
+                let id = if sorted { jobs[cursor].id } else { by_id[cursor] };
+                let row = if sorted { cursor } else { row_of(id).expect("queued jobs are jobs") };
+                cursor += 1;
+                if !assigned.contains_key(&id) {
+                    return Some((id, row));
+                }
+            }
+            None
+        };
+        let scheduled: Vec<(JobId, usize)> = self.fifo_assigned.iter().map(|(&id, &t)| (id, t)).collect();
+        for (id, gpu_type) in scheduled {
+            if let Some(row) = row_of(id) {
+                available[gpu_type] -= jobs[row].scale_factor as i64;
+                continue;
+            }
+            // A finished job's GPUs go to the head of the queue if it fits.
+            if let Some((head, row)) = next_queued(&self.fifo_assigned) {
+                let sf = jobs[row].scale_factor as i64;
+                if sf <= available[gpu_type] {
+                    self.fifo_assigned.insert(head, gpu_type);
+                    available[gpu_type] -= sf;
+                }
+            }
+            self.fifo_assigned.remove(&id);
+        }
+        // Types with free workers, in name order (Python's sorted()).
+        let mut types: Vec<usize> = (0..n).filter(|&t| available[t] > 0).collect();
+        types.sort_by(|&a, &b| type_names[a].cmp(&type_names[b]));
+        let mut fitting: Vec<usize> = Vec::with_capacity(n);
+        while !types.is_empty() {
+            let Some((id, row)) = next_queued(&self.fifo_assigned) else { break };
+            let job = &jobs[row];
+            let sf = job.scale_factor as i64;
+            fitting.clear();
+            fitting.extend((0..types.len()).filter(|&k| available[types[k]] >= sf));
+            if fitting.is_empty() {
+                break;
+            }
+            let (chosen, pick) = if perf {
+                let mut best = (None, 0usize, -1.0);
+                for (k, &pos) in fitting.iter().enumerate() {
+                    let rate = job.steps_per_s[types[pos]];
+                    if rate > best.2 {
+                        best = (Some(types[pos]), k, rate);
+                    }
+                }
+                (best.0.unwrap_or(types[fitting[0]]), best.1)
+            } else {
+                // Gavel draws an index but then assigns the loop variable left
+                // over from building the candidate list: the last type with
+                // free workers. The draw only decides which type leaves the
+                // list when the assigned one fills up.
+                // Where the job can never fit on that type (fewer GPUs than it
+                // needs in all), Gavel leaves it assigned there, waiting forever;
+                // we take the drawn type instead, as Gavel's code intends.
+                let pick = self.fifo_rng.below(fitting.len() as u32) as usize;
+                let last = *types.last().unwrap_or(&0);
+                let quirk_fits = i64::from(capacity[last]) >= sf;
+                (if quirk_fits { last } else { types[fitting[pick]] }, pick)
+            };
+            self.fifo_assigned.insert(id, chosen);
+            available[chosen] -= sf;
+            if available[chosen] == 0 {
+                types.remove(fitting[pick]);
+            }
+        }
+        #[cfg(test)]
+        {
+            assert_eq!(
+                format!("{:?}", self.fifo_assigned.iter().collect::<Vec<_>>()),
+                format!("{:?}", plain.fifo_assigned.iter().collect::<Vec<_>>()),
+                "the lazy queue assigns as the whole one"
+            );
+            assert_eq!(format!("{:?}", self.fifo_rng), format!("{:?}", plain.fifo_rng), "the same draws");
+        }
+    }
+
+    /// The plain [`Allocator::fifo_assign`] (the whole queue built, sorted and
+    /// taken from its front), for tests.
+    #[cfg(test)]
+    fn fifo_assign_plain(
+        &mut self,
+        jobs: &[AllocJob],
+        capacity: &[u32],
+        type_names: &[String],
+        perf: bool,
+        sorted: bool,
+    ) {
         let n = capacity.len();
         let mut available: Vec<i64> = capacity.iter().map(|&c| c as i64).collect();
         // Rows by job id: by binary search when `jobs` is in id order (as the
