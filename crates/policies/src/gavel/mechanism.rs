@@ -1841,11 +1841,10 @@ impl Gavel {
         let holdings = holdings(view);
         // Job -> holding, sorted by job (stable: of a job listed twice, the later
         // holding wins, as it did in the map this replaces).
-        let mut holding_of: Vec<(JobId, usize)> = holdings
-            .iter()
-            .enumerate()
-            .flat_map(|(h, held)| held.jobs.iter().map(move |&j| (j, h)))
-            .collect();
+        let mut holding_of: Vec<(JobId, usize)> =
+            Vec::with_capacity(holdings.iter().map(|held| held.jobs.len()).sum());
+        holding_of
+            .extend(holdings.iter().enumerate().flat_map(|(h, held)| held.jobs.iter().map(move |&j| (j, h))));
         holding_of.sort_by_key(|&(j, _)| j);
         let holding_of = |id: JobId| -> Option<usize> {
             let end = holding_of.partition_point(|&(j, _)| j <= id);
@@ -1867,7 +1866,9 @@ impl Gavel {
         // Reuse, in priority order: the holding of exactly this pair, else of a member.
         let mut claimed: Vec<Option<Combo>> = vec![None; holdings.len()];
         let mut reused: Vec<(Combo, usize)> = Vec::with_capacity(chosen.len());
-        for &(combo, t) in chosen {
+        // Whether `chosen[i]` reuses a holding (each combination is chosen at most once).
+        let mut was_reused = vec![false; chosen.len()];
+        for (i, &(combo, t)) in chosen.iter().enumerate() {
             let members = combo.jobs();
             let mut candidates = members
                 .iter()
@@ -1878,11 +1879,16 @@ impl Gavel {
             if let Some(h) = exact.or(first) {
                 claimed[h] = Some(combo);
                 reused.push((combo, h));
+                was_reused[i] = true;
             }
         }
         // In combination order (each is chosen at most once), as the map kept them.
         reused.sort_unstable_by_key(|&(c, _)| c);
-        let is_reused = |c: &Combo| reused.binary_search_by_key(c, |&(r, _)| r).is_ok();
+        #[cfg(test)]
+        for (&(combo, _), &was) in chosen.iter().zip(&was_reused) {
+            let is_reused = reused.binary_search_by_key(&combo, |&(r, _)| r).is_ok();
+            assert_eq!(was, is_reused, "a chosen combination reused = found among the reused");
+        }
         // Jobs that stay where they run: members of the combination that claimed their holding.
         let stays = |id: JobId| holding_of(id).is_some_and(|h| claimed[h].is_some_and(|c| c.contains(id)));
         let mut free = FreeMap::new(view.cluster);
@@ -1918,8 +1924,9 @@ impl Gavel {
         // Larger combinations first, for locality (Gavel sorts by scale factor, descending).
         let mut to_place: Vec<(Combo, usize)> = chosen
             .iter()
-            .copied()
-            .filter(|&(c, _)| !is_reused(&c) && !self.is_ghost(c) && self.allocation.contains_key(&c))
+            .zip(&was_reused)
+            .filter(|&(&(c, _), &reused)| !reused && !self.is_ghost(c) && self.allocation.contains_key(&c))
+            .map(|(&chosen, _)| chosen)
             .collect();
         to_place.sort_by_key(|&(c, _)| std::cmp::Reverse(self.scale_factor(c)));
         for (combo, t) in to_place {
