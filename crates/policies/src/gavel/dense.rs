@@ -135,6 +135,7 @@ impl<K> Default for Rows<K> {
 }
 
 impl<K: Ord + Copy> Rows<K> {
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.keys.len()
     }
@@ -142,6 +143,12 @@ impl<K: Ord + Copy> Rows<K> {
     /// Keys, ascending.
     pub(crate) fn keys(&self) -> &[K] {
         &self.keys
+    }
+
+    /// The keys, and each row (mutable) in key order: a walk over every row
+    /// without a bounds check per row.
+    pub(crate) fn rows_mut(&mut self) -> (&[K], std::slice::ChunksExactMut<'_, f64>) {
+        (&self.keys, self.values.chunks_exact_mut(self.width.max(1)))
     }
 
     /// Removes every row (buffers kept).

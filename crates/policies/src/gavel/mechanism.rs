@@ -853,13 +853,15 @@ impl Gavel {
         self.worker_time_s.iter_mut().for_each(|w| *w = 0.0);
         debug_assert_eq!(self.combo_time_s.keys(), self.deficits_s.keys(), "the same combinations");
         let mut from = 0;
-        for k in 0..self.combo_time_s.len() {
-            let combo = self.combo_time_s.keys()[k];
-            let (x, next) = self.allocation.seek(from, &combo);
+        let workers = &mut self.worker_time_s[..types];
+        let allocation = &self.allocation;
+        let (keys, time_rows) = self.combo_time_s.rows_mut();
+        let (_, deficit_rows) = self.deficits_s.rows_mut();
+        for ((combo, times), deficit) in keys.iter().zip(time_rows).zip(deficit_rows) {
+            let (x, next) = allocation.seek(from, combo);
             from = next;
-            let x = x.map(|j| self.allocation.row(j));
-            let times = self.combo_time_s.row_mut(k);
-            let deficit = self.deficits_s.row_mut(k);
+            let x = x.map(|j| &allocation.row(j)[..types]);
+            let (times, deficit) = (&mut times[..types], &mut deficit[..types]);
             for t in 0..types {
                 let received = times[t] - half;
                 let promised = x.map_or(0.0, |x| x[t] * elapsed);
@@ -867,7 +869,7 @@ impl Gavel {
                 times[t] = half;
                 // Each type's sum takes `half` once per combination in the same
                 // order as the plain loop (types outer), so it is bit-identical.
-                self.worker_time_s[t] += half;
+                workers[t] += half;
             }
         }
         self.last_reset_s = now_s;
