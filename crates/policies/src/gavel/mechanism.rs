@@ -210,6 +210,12 @@ struct RoundEntry {
     /// Work each job of the combination has done once it ran its steps this round.
     /// (In `Combo::jobs` order; a single's second is `None`: no allocation per entry.)
     targets: [Option<(JobId, f64)>; 2],
+    /// Where `end_round` last found the combination's row of time received
+    /// (`usize::MAX`: not yet): a steady round in place keeps its entries, and
+    /// the rows move only when combinations are added or removed, so the row
+    /// is most often still there or one below (a departed job's row removed
+    /// before it). Only a hint: a row is taken only if its key is the combination.
+    row_hint: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -781,8 +787,16 @@ impl Gavel {
         // the rows forward, a step or two per entry; an entry below the last
         // one is found by binary search over the flat rows' keys.
         let (mut from, mut last) = (0, None);
-        for entry in &round.entries {
-            let found = if last.is_none_or(|last| last < entry.combo) {
+        let mut round = round;
+        for entry in &mut round.entries {
+            let keys = self.combo_time_s.keys();
+            let hinted = [entry.row_hint, entry.row_hint.wrapping_sub(1)]
+                .into_iter()
+                .find(|&k| keys.get(k) == Some(&entry.combo));
+            let found = if let Some(k) = hinted {
+                from = k + 1;
+                Some(k)
+            } else if last.is_none_or(|last| last < entry.combo) {
                 let (found, next) = self.combo_time_s.find_from(from, &entry.combo);
                 from = next;
                 found
@@ -793,6 +807,7 @@ impl Gavel {
             };
             last = Some(entry.combo);
             if let Some(k) = found {
+                entry.row_hint = k;
                 self.combo_time_s.row_mut(k)[entry.gpu_type] += entry.finish_s - round.charged_from_s;
             }
         }
@@ -2051,7 +2066,7 @@ impl Gavel {
             if matches!(combo, Combo::Pair(..)) {
                 self.stats.pairs_run += 1;
             }
-            entries.push(RoundEntry { combo, gpu_type, gpus, finish_s, targets });
+            entries.push(RoundEntry { combo, gpu_type, gpus, finish_s, targets, row_hint: usize::MAX });
         }
         for (id, _) in &decision.waiting {
             if let Some(tracked) = self.jobs.get_mut(id) {
