@@ -259,7 +259,7 @@ impl Allocator {
         #[cfg(test)]
         let plain = {
             let mut copy = self.clone();
-            copy.fifo_assign_plain(jobs, capacity, type_names, perf, sorted);
+            copy.fifo_assign_plain(jobs, capacity, type_names, perf);
             copy
         };
         let n = capacity.len();
@@ -325,39 +325,8 @@ impl Allocator {
         let mut fitting: Vec<usize> = Vec::with_capacity(n);
         while !types.is_empty() {
             let Some((id, row)) = next_queued(&self.fifo_assigned) else { break };
-            let job = &jobs[row];
-            let sf = job.scale_factor as i64;
-            fitting.clear();
-            fitting.extend((0..types.len()).filter(|&k| available[types[k]] >= sf));
-            if fitting.is_empty() {
+            if !self.fifo_take(id, &jobs[row], capacity, perf, &mut available, &mut types, &mut fitting) {
                 break;
-            }
-            let (chosen, pick) = if perf {
-                let mut best = (None, 0usize, -1.0);
-                for (k, &pos) in fitting.iter().enumerate() {
-                    let rate = job.steps_per_s[types[pos]];
-                    if rate > best.2 {
-                        best = (Some(types[pos]), k, rate);
-                    }
-                }
-                (best.0.unwrap_or(types[fitting[0]]), best.1)
-            } else {
-                // Gavel draws an index but then assigns the loop variable left
-                // over from building the candidate list: the last type with
-                // free workers. The draw only decides which type leaves the
-                // list when the assigned one fills up.
-                // Where the job can never fit on that type (fewer GPUs than it
-                // needs in all), Gavel leaves it assigned there, waiting forever;
-                // we take the drawn type instead, as Gavel's code intends.
-                let pick = self.fifo_rng.below(fitting.len() as u32) as usize;
-                let last = *types.last().unwrap_or(&0);
-                let quirk_fits = i64::from(capacity[last]) >= sf;
-                (if quirk_fits { last } else { types[fitting[pick]] }, pick)
-            };
-            self.fifo_assigned.insert(id, chosen);
-            available[chosen] -= sf;
-            if available[chosen] == 0 {
-                types.remove(fitting[pick]);
             }
         }
         #[cfg(test)]
@@ -371,57 +340,26 @@ impl Allocator {
         }
     }
 
-    /// The plain [`Allocator::fifo_assign`] (the whole queue built, sorted and
-    /// taken from its front), for tests.
+    /// The plain [`Allocator::fifo_assign`], for tests: rows through a map,
+    /// and Gavel's whole queue (the jobs not assigned when the pass starts, in
+    /// id order) built first and taken from its front.
     #[cfg(test)]
-    fn fifo_assign_plain(
-        &mut self,
-        jobs: &[AllocJob],
-        capacity: &[u32],
-        type_names: &[String],
-        perf: bool,
-        sorted: bool,
-    ) {
-        let n = capacity.len();
-        let mut available: Vec<i64> = capacity.iter().map(|&c| c as i64).collect();
-        // Rows by job id: by binary search when `jobs` is in id order (as the
-        // mechanism passes them), else through a map (the first form's answers).
-        let map: BTreeMap<JobId, usize> =
-            if sorted { BTreeMap::new() } else { jobs.iter().enumerate().map(|(k, j)| (j.id, k)).collect() };
-        let row_of = |id: JobId| -> Option<usize> {
-            if sorted {
-                jobs.binary_search_by_key(&id, |j| j.id).ok()
-            } else {
-                map.get(&id).copied()
-            }
-        };
+    fn fifo_assign_plain(&mut self, jobs: &[AllocJob], capacity: &[u32], type_names: &[String], perf: bool) {
+        let row: BTreeMap<JobId, usize> = jobs.iter().enumerate().map(|(k, j)| (j.id, k)).collect();
+        let mut available: Vec<i64> = capacity.iter().map(|&c| i64::from(c)).collect();
         if perf {
             self.fifo_assigned.clear();
         }
-        let mut queue: Vec<JobId> = if sorted {
-            // Both in id order: one merged walk instead of a search per job.
-            let mut assigned = self.fifo_assigned.keys().peekable();
-            jobs.iter()
-                .map(|j| j.id)
-                .filter(|&id| {
-                    while assigned.next_if(|&&a| a < id).is_some() {}
-                    assigned.peek() != Some(&&id)
-                })
-                .collect()
-        } else {
-            jobs.iter().map(|j| j.id).filter(|id| !self.fifo_assigned.contains_key(id)).collect()
-        };
-        queue.sort();
+        let mut queue: std::collections::VecDeque<JobId> =
+            row.keys().copied().filter(|id| !self.fifo_assigned.contains_key(id)).collect();
         let scheduled: Vec<(JobId, usize)> = self.fifo_assigned.iter().map(|(&id, &t)| (id, t)).collect();
         for (id, gpu_type) in scheduled {
-            if let Some(row) = row_of(id) {
-                available[gpu_type] -= jobs[row].scale_factor as i64;
+            if let Some(&k) = row.get(&id) {
+                available[gpu_type] -= i64::from(jobs[k].scale_factor);
                 continue;
             }
-            // A finished job's GPUs go to the head of the queue if it fits.
-            if !queue.is_empty() {
-                let head = queue.remove(0);
-                let sf = jobs[row_of(head).expect("queued jobs are jobs")].scale_factor as i64;
+            if let Some(head) = queue.pop_front() {
+                let sf = i64::from(jobs[row[&head]].scale_factor);
                 if sf <= available[gpu_type] {
                     self.fifo_assigned.insert(head, gpu_type);
                     available[gpu_type] -= sf;
@@ -429,45 +367,67 @@ impl Allocator {
             }
             self.fifo_assigned.remove(&id);
         }
-        // Types with free workers, in name order (Python's sorted()).
-        let mut types: Vec<usize> = (0..n).filter(|&t| available[t] > 0).collect();
-        types.sort_by(|&a, &b| type_names[a].cmp(&type_names[b]));
-        while !queue.is_empty() && !types.is_empty() {
-            let id = queue.remove(0);
-            let job = &jobs[row_of(id).expect("queued jobs are jobs")];
-            let sf = job.scale_factor as i64;
-            let fitting: Vec<usize> = (0..types.len()).filter(|&k| available[types[k]] >= sf).collect();
-            if fitting.is_empty() {
+        let mut types: Vec<usize> = (0..capacity.len()).filter(|&t| available[t] > 0).collect();
+        types.sort_by_key(|&t| &type_names[t]);
+        let mut fitting = Vec::new();
+        while !types.is_empty() {
+            let Some(id) = queue.pop_front() else { break };
+            if !self.fifo_take(id, &jobs[row[&id]], capacity, perf, &mut available, &mut types, &mut fitting)
+            {
                 break;
             }
-            let (chosen, pick) = if perf {
-                let mut best = (None, 0usize, -1.0);
-                for (k, &pos) in fitting.iter().enumerate() {
-                    let rate = job.steps_per_s[types[pos]];
-                    if rate > best.2 {
-                        best = (Some(types[pos]), k, rate);
-                    }
-                }
-                (best.0.unwrap_or(types[fitting[0]]), best.1)
-            } else {
-                // Gavel draws an index but then assigns the loop variable left
-                // over from building the candidate list: the last type with
-                // free workers. The draw only decides which type leaves the
-                // list when the assigned one fills up.
-                // Where the job can never fit on that type (fewer GPUs than it
-                // needs in all), Gavel leaves it assigned there, waiting forever;
-                // we take the drawn type instead, as Gavel's code intends.
-                let pick = self.fifo_rng.below(fitting.len() as u32) as usize;
-                let last = *types.last().unwrap_or(&0);
-                let quirk_fits = i64::from(capacity[last]) >= sf;
-                (if quirk_fits { last } else { types[fitting[pick]] }, pick)
-            };
-            self.fifo_assigned.insert(id, chosen);
-            available[chosen] -= sf;
-            if available[chosen] == 0 {
-                types.remove(fitting[pick]);
-            }
         }
+    }
+
+    /// Assigns queued job `id` (`job`) a GPU type among `types` (those with
+    /// free workers, in name order) that has room for it, and takes its GPUs
+    /// from `available`; a type left with none leaves `types`. False when no
+    /// type has room (the pass stops there). `fitting`: a buffer.
+    #[allow(clippy::too_many_arguments)]
+    fn fifo_take(
+        &mut self,
+        id: JobId,
+        job: &AllocJob,
+        capacity: &[u32],
+        perf: bool,
+        available: &mut [i64],
+        types: &mut Vec<usize>,
+        fitting: &mut Vec<usize>,
+    ) -> bool {
+        let sf = job.scale_factor as i64;
+        fitting.clear();
+        fitting.extend((0..types.len()).filter(|&k| available[types[k]] >= sf));
+        if fitting.is_empty() {
+            return false;
+        }
+        let (chosen, pick) = if perf {
+            let mut best = (None, 0usize, -1.0);
+            for (k, &pos) in fitting.iter().enumerate() {
+                let rate = job.steps_per_s[types[pos]];
+                if rate > best.2 {
+                    best = (Some(types[pos]), k, rate);
+                }
+            }
+            (best.0.unwrap_or(types[fitting[0]]), best.1)
+        } else {
+            // Gavel draws an index but then assigns the loop variable left
+            // over from building the candidate list: the last type with
+            // free workers. The draw only decides which type leaves the
+            // list when the assigned one fills up.
+            // Where the job can never fit on that type (fewer GPUs than it
+            // needs in all), Gavel leaves it assigned there, waiting forever;
+            // we take the drawn type instead, as Gavel's code intends.
+            let pick = self.fifo_rng.below(fitting.len() as u32) as usize;
+            let last = *types.last().unwrap_or(&0);
+            let quirk_fits = i64::from(capacity[last]) >= sf;
+            (if quirk_fits { last } else { types[fitting[pick]] }, pick)
+        };
+        self.fifo_assigned.insert(id, chosen);
+        available[chosen] -= sf;
+        if available[chosen] == 0 {
+            types.remove(fitting[pick]);
+        }
+        true
     }
 
     /// Each job's type in `fifo_assigned`, into `types` (one per job).

@@ -783,9 +783,10 @@ impl Gavel {
             times
         };
         // Each combination runs once a round: one addition to its own row, in
-        // any order. Entries mostly ascend (a kept placement's): a cursor walks
-        // the rows forward, a step or two per entry; an entry below the last
-        // one is found by binary search over the flat rows' keys.
+        // any order. An entry's row is first looked for where the entry last
+        // found it (`RoundEntry::row_hint`) and one below; else, as entries
+        // mostly ascend (a kept placement's), a cursor walks the rows forward;
+        // an entry below the last one is found by binary search over the keys.
         let (mut from, mut last) = (0, None);
         let mut round = round;
         for entry in &mut round.entries {
@@ -939,7 +940,7 @@ impl Gavel {
         let mut jobs = std::mem::take(&mut self.alloc_jobs);
         jobs.truncate(self.jobs.len());
         // Unpacked FIFO reads each job's id, scale factor and rates only
-        // (`Allocator::fifo_types`): its progress fields are left at zero, not
+        // (`Allocator::fifo_assignment`): its progress fields are left at zero, not
         // computed (a lookup of the engine's job each).
         let progress = !matches!(self.config.objective, Objective::Fifo { .. });
         for (k, (&id, tracked)) in self.jobs.iter().enumerate() {
