@@ -98,6 +98,13 @@ impl Objective {
         matches!(self, Objective::Packed(_))
     }
 
+    /// Whether the allocation reads the jobs' progress (`steps_remaining`,
+    /// `secs_since_arrival`): every objective but unpacked FIFO, whose
+    /// assignment reads ids, scale factors and rates only.
+    pub fn reads_progress(self) -> bool {
+        !matches!(self, Objective::Fifo { .. })
+    }
+
     /// Gavel's FIFO policies never start a job whose priority is zero.
     pub fn is_fifo(self) -> bool {
         matches!(self, Objective::Fifo { .. } | Objective::Packed(PackedObjective::Fifo))

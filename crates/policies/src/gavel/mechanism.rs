@@ -771,7 +771,7 @@ impl Gavel {
 
     /// Closes the round: charges each combination the time it ran to its GPU type.
     fn end_round(&mut self) {
-        let Some(round) = self.round.take() else { return };
+        let Some(mut round) = self.round.take() else { return };
         #[cfg(test)]
         let plain = {
             let mut times = self.combo_time_s.to_map();
@@ -788,7 +788,6 @@ impl Gavel {
         // mostly ascend (a kept placement's), a cursor walks the rows forward;
         // an entry below the last one is found by binary search over the keys.
         let (mut from, mut last) = (0, None);
-        let mut round = round;
         for entry in &mut round.entries {
             let keys = self.combo_time_s.keys();
             let hinted = [entry.row_hint, entry.row_hint.wrapping_sub(1)]
@@ -939,10 +938,9 @@ impl Gavel {
             .collect();
         let mut jobs = std::mem::take(&mut self.alloc_jobs);
         jobs.truncate(self.jobs.len());
-        // Unpacked FIFO reads each job's id, scale factor and rates only
-        // (`Allocator::fifo_assignment`): its progress fields are left at zero, not
+        // Progress fields the objective does not read are left at zero, not
         // computed (a lookup of the engine's job each).
-        let progress = !matches!(self.config.objective, Objective::Fifo { .. });
+        let progress = self.config.objective.reads_progress();
         for (k, (&id, tracked)) in self.jobs.iter().enumerate() {
             let (steps_remaining, secs_since_arrival) = if progress {
                 let done = Gavel::plan_done(view, id, now, tracked);
@@ -1278,8 +1276,8 @@ impl Gavel {
             Picked { taken: Vec::with_capacity(2 * most), tenant_gpus: vec![0u32; view.tenants.len()] };
         let mut chosen = Vec::with_capacity(most);
         let n = ranking.types;
-        let mut entries: Vec<usize> = Vec::with_capacity(ranking.combos.len());
-        let mut sortable: Vec<(i64, i64, i64, usize)> = Vec::with_capacity(ranking.combos.len());
+        // Each combination's position in the ranking, under its sort key.
+        let mut entries: Vec<(i64, i64, i64, usize)> = Vec::with_capacity(ranking.combos.len());
         self.took_every_positive = true;
         for &t in &order {
             // Positive priorities first; zero ones (most pairs) are ordered only
@@ -1290,36 +1288,37 @@ impl Gavel {
                     break;
                 }
                 let key = |k: usize| ranking.keys[k * n + t];
-                entries.clear();
-                entries.extend((0..ranking.combos.len()).filter(|&k| (key(k).0 > 0.0) == positive));
                 if left[t] == 0 {
-                    self.took_every_positive &= !positive || entries.is_empty();
+                    // Nothing to take: the pass took every positive one only if there is none.
+                    self.took_every_positive &=
+                        !positive || !(0..ranking.combos.len()).any(|k| key(k).0 > 0.0);
                     break;
                 }
                 // Descending by (priority, deficit, allocation) in `total_cmp`'s
                 // order, equal keys in Gavel's insertion order (as Python's stable
                 // sorted(reverse=True)): each key as integers that compare the
                 // same way, ties broken by position, in one sort of plain tuples.
-                sortable.clear();
-                sortable.extend(entries.iter().map(|&k| {
-                    let (p, d, x) = key(k);
-                    (descending_total(p), descending_total(d), descending_total(x), k)
-                }));
-                sortable.sort_unstable();
-                #[cfg(test)]
-                let mut plain = entries.clone();
                 entries.clear();
-                entries.extend(sortable.iter().map(|&(.., k)| k));
+                entries.extend((0..ranking.combos.len()).filter(|&k| (key(k).0 > 0.0) == positive).map(
+                    |k| {
+                        let (p, d, x) = key(k);
+                        (descending_total(p), descending_total(d), descending_total(x), k)
+                    },
+                ));
+                #[cfg(test)]
+                let mut plain: Vec<usize> = entries.iter().map(|&(.., k)| k).collect();
+                entries.sort_unstable();
                 #[cfg(test)]
                 {
                     plain.sort_by(|&a, &b| {
                         let ((pa, da, xa), (pb, db, xb)) = (key(a), key(b));
                         pb.total_cmp(&pa).then(db.total_cmp(&da)).then(xb.total_cmp(&xa))
                     });
-                    assert_eq!(entries, plain, "the integer keys sort as the stable sort by total_cmp");
+                    let sorted: Vec<usize> = entries.iter().map(|&(.., k)| k).collect();
+                    assert_eq!(sorted, plain, "the integer keys sort as the stable sort by total_cmp");
                 }
                 let mut taken = 0;
-                for &k in &entries {
+                for &(.., k) in &entries {
                     if left[t] == 0 {
                         break;
                     }
