@@ -89,48 +89,84 @@ pub struct GavelStats {
     pub pairs_run: u64,
 }
 
-/// One job alone, or two (the smaller id first) sharing the same GPUs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Combo {
+/// One job alone, or two sharing the same GPUs, as one integer that orders as
+/// Gavel's insertion order of its per-combination dicts (`Combo::order_key`):
+/// the key's first id in the high 32 bits; below it 0 for a single, or the
+/// pair's smaller id plus one (below the larger id, so it fits). A comparison,
+/// a search step or a sort swap is one integer's (`the_combo_order_is_the_tuple_order`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Combo(u64);
+
+/// What a [`Combo`] is: one job, or two (the smaller id first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
     Single(JobId),
     Pair(JobId, JobId),
 }
 
 impl Combo {
+    fn single(a: JobId) -> Combo {
+        Combo(u64::from(a.0) << 32)
+    }
+
+    /// The pair of two distinct jobs, in either order.
     fn pair(a: JobId, b: JobId) -> Combo {
-        Combo::Pair(a.min(b), a.max(b))
+        debug_assert_ne!(a, b, "a pair is of two jobs");
+        let (low, high) = (a.min(b), a.max(b));
+        Combo((u64::from(high.0) << 32) | (u64::from(low.0) + 1))
+    }
+
+    /// The job or jobs (the smaller id first).
+    pub fn kind(self) -> Kind {
+        let first = JobId((self.0 >> 32) as u32);
+        match self.0 as u32 {
+            0 => Kind::Single(first),
+            low => Kind::Pair(JobId(low - 1), first),
+        }
+    }
+
+    /// The job of a single.
+    fn as_single(self) -> Option<JobId> {
+        match self.kind() {
+            Kind::Single(a) => Some(a),
+            Kind::Pair(..) => None,
+        }
+    }
+
+    fn is_pair(self) -> bool {
+        self.0 as u32 != 0
     }
 
     /// The combination's jobs (the smaller id first), without allocating.
     pub fn jobs(self) -> Members {
-        match self {
-            Combo::Single(a) => Members { ids: [a, a], len: 1 },
-            Combo::Pair(a, b) => Members { ids: [a, b], len: 2 },
+        match self.kind() {
+            Kind::Single(a) => Members { ids: [a, a], len: 1 },
+            Kind::Pair(a, b) => Members { ids: [a, b], len: 2 },
         }
     }
 
     fn contains(self, id: JobId) -> bool {
-        match self {
-            Combo::Single(a) => a == id,
-            Combo::Pair(a, b) => a == id || b == id,
+        match self.kind() {
+            Kind::Single(a) => a == id,
+            Kind::Pair(a, b) => a == id || b == id,
         }
     }
 
     /// Gavel's insertion order of its per-combination dicts, which decides
     /// ties: job i, then its pairs with earlier jobs (0, i), (1, i), ...
+    #[cfg(test)]
     fn order_key(self) -> (JobId, bool, JobId) {
-        match self {
-            Combo::Single(a) => (a, false, a),
-            Combo::Pair(a, b) => (b, true, a),
+        match self.kind() {
+            Kind::Single(a) => (a, false, a),
+            Kind::Pair(a, b) => (b, true, a),
         }
     }
+}
 
-    /// [`Combo::order_key`] packed into one integer that sorts the same way
-    /// (first id in the high 64 bits, the flag above the second id): one
-    /// comparison per tree search step and sort swap instead of a tuple's three.
-    fn packed_key(self) -> u128 {
-        let (first, pair, second) = self.order_key();
-        (u128::from(first.0) << 64) | (u128::from(pair) << 32) | u128::from(second.0)
+/// As the enum it stands for: `Single(JobId(3))`, `Pair(JobId(1), JobId(4))`.
+impl std::fmt::Debug for Combo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.kind().fmt(f)
     }
 }
 
@@ -155,25 +191,6 @@ impl IntoIterator for Members {
     type IntoIter = std::iter::Take<std::array::IntoIter<JobId, 2>>;
     fn into_iter(self) -> Self::IntoIter {
         self.ids.into_iter().take(self.len)
-    }
-}
-
-impl Ord for Combo {
-    #[inline]
-    fn cmp(&self, other: &Self) -> Ordering {
-        match (*self, *other) {
-            // Keys (a, false, a) and (b, false, b): the ids decide. Every
-            // combination of an unpacked objective is a single.
-            (Combo::Single(a), Combo::Single(b)) => a.cmp(&b),
-            _ => self.packed_key().cmp(&other.packed_key()),
-        }
-    }
-}
-
-impl PartialOrd for Combo {
-    #[inline]
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
     }
 }
 
@@ -664,8 +681,8 @@ impl Gavel {
         if self.pair_rates.is_empty() {
             // No pairs (every unpacked objective): only the job's own entry
             // holds it; no walk over every combination.
-            self.combo_time_s.remove(&Combo::Single(id));
-            self.deficits_s.remove(&Combo::Single(id));
+            self.combo_time_s.remove(&Combo::single(id));
+            self.deficits_s.remove(&Combo::single(id));
         } else {
             self.pair_rates.retain(|&(a, b), _| a != id && b != id);
             self.combo_time_s.retain(|c| !c.contains(id));
@@ -712,7 +729,7 @@ impl Gavel {
                     }
                     if let Some(rates) = self.pair_rates_of(view, other, id) {
                         let combo = Combo::pair(other, id);
-                        let Combo::Pair(a, b) = combo else { continue };
+                        let Kind::Pair(a, b) = combo.kind() else { continue };
                         let rates =
                             if a == other { rates } else { rates.iter().map(|&(x, y)| (y, x)).collect() };
                         self.pair_rates.insert((a, b), rates);
@@ -723,8 +740,8 @@ impl Gavel {
             }
             self.jobs.insert(id, tracked);
             self.admitted_since.push(id);
-            self.combo_time_s.insert_filled(Combo::Single(id), n, self.half_round_s());
-            self.deficits_s.insert_filled(Combo::Single(id), n, 0.0);
+            self.combo_time_s.insert_filled(Combo::single(id), n, self.half_round_s());
+            self.deficits_s.insert_filled(Combo::single(id), n, 0.0);
             self.need_update = true;
         }
     }
@@ -991,11 +1008,11 @@ impl Gavel {
             // written into zero rows in place (no row per job from the
             // allocator). The assigned jobs, ascending, are the positive rows.
             let n = capacity.len();
-            self.allocation.extend_filled(jobs.iter().map(|job| Combo::Single(job.id)), n, 0.0);
+            self.allocation.extend_filled(jobs.iter().map(|job| Combo::single(job.id)), n, 0.0);
             self.positive.clear();
             let mut from = 0;
             for (&id, &t) in assigned.iter() {
-                let combo = Combo::Single(id);
+                let combo = Combo::single(id);
                 let (k, next) = self.allocation.find_from(from, &combo);
                 let k = k.expect("FIFO assigns only the jobs it is given");
                 from = next;
@@ -1009,7 +1026,7 @@ impl Gavel {
                 let x =
                     plain.allocate_packed(&jobs, &pairs, &capacity, &types.names).expect("FIFO never fails");
                 let rows: BTreeMap<Combo, Vec<f64>> =
-                    jobs.iter().zip(x.singles).map(|(job, row)| (Combo::Single(job.id), row)).collect();
+                    jobs.iter().zip(x.singles).map(|(job, row)| (Combo::single(job.id), row)).collect();
                 assert_eq!(self.allocation.to_map(), rows, "FIFO rows in place = the allocator's");
                 assert_eq!(format!("{plain:?}"), format!("{:?}", self.allocator), "the same FIFO state");
                 let scanned: Vec<Combo> =
@@ -1017,14 +1034,14 @@ impl Gavel {
                 assert_eq!(self.positive, scanned, "the assigned jobs = the positive rows");
             }
         } else if let Ok(x) = self.allocator.allocate_packed(&jobs, &pairs, &capacity, &types.names) {
-            let singles = jobs.iter().zip(&x.singles).map(|(job, row)| (Combo::Single(job.id), row));
+            let singles = jobs.iter().zip(&x.singles).map(|(job, row)| (Combo::single(job.id), row));
             if x.pairs.is_empty() {
                 for (combo, row) in singles {
                     self.allocation.push(combo, row);
                 }
             } else {
                 let pairs =
-                    self.pair_rates.keys().zip(&x.pairs).map(|(&(a, b), row)| (Combo::Pair(a, b), row));
+                    self.pair_rates.keys().zip(&x.pairs).map(|(&(a, b), row)| (Combo::pair(a, b), row));
                 let mut rows: Vec<(Combo, &Vec<f64>)> = singles.chain(pairs).collect();
                 rows.sort_unstable_by_key(|&(combo, _)| combo);
                 for (combo, row) in rows {
@@ -1045,9 +1062,9 @@ impl Gavel {
     /// Whether every job of `combo` progresses on `gpu_type` (a pair with a
     /// ghost never runs: its other job runs alone).
     fn runs_on(&self, combo: Combo, gpu_type: usize) -> bool {
-        match combo {
-            Combo::Single(a) => self.jobs.get(&a).is_some_and(|j| j.rates[gpu_type] > 0.0),
-            Combo::Pair(a, b) => {
+        match combo.kind() {
+            Kind::Single(a) => self.jobs.get(&a).is_some_and(|j| j.rates[gpu_type] > 0.0),
+            Kind::Pair(a, b) => {
                 !self.is_ghost(combo)
                     && self
                         .pair_rates
@@ -1058,18 +1075,18 @@ impl Gavel {
     }
 
     fn is_ghost(&self, combo: Combo) -> bool {
-        match combo {
-            Combo::Single(a) => self.jobs.get(&a).is_some_and(|j| j.ghost),
-            Combo::Pair(a, b) => [a, b].iter().any(|id| self.jobs.get(id).is_some_and(|j| j.ghost)),
+        match combo.kind() {
+            Kind::Single(a) => self.jobs.get(&a).is_some_and(|j| j.ghost),
+            Kind::Pair(a, b) => [a, b].iter().any(|id| self.jobs.get(id).is_some_and(|j| j.ghost)),
         }
     }
 
     /// Steps/s of each job of `combo` (in `Combo::jobs` order) on `gpu_type`;
     /// a single's second entry is unused (zip it with `Combo::jobs`).
     fn combo_rates(&self, combo: Combo, gpu_type: usize) -> [f64; 2] {
-        match combo {
-            Combo::Single(a) => [self.jobs[&a].rates[gpu_type], 0.0],
-            Combo::Pair(a, b) => {
+        match combo.kind() {
+            Kind::Single(a) => [self.jobs[&a].rates[gpu_type], 0.0],
+            Kind::Pair(a, b) => {
                 let (x, y) = self.pair_rates[&(a, b)][gpu_type];
                 [x, y]
             }
@@ -1077,8 +1094,8 @@ impl Gavel {
     }
 
     fn scale_factor(&self, combo: Combo) -> u32 {
-        match combo {
-            Combo::Single(a) | Combo::Pair(a, _) => self.jobs[&a].scale_factor,
+        match combo.kind() {
+            Kind::Single(a) | Kind::Pair(a, _) => self.jobs[&a].scale_factor,
         }
     }
 
@@ -1136,7 +1153,7 @@ impl Gavel {
         let start_at = |rows: &Rows<Combo>| rows.position(first).unwrap_or_else(|at| at);
         let (mut from_rows, mut from_x) = (start_at(&self.combo_time_s), start_at(&self.allocation));
         for &combo in &self.positive {
-            let Combo::Single(a) = combo else { continue };
+            let Some(a) = combo.as_single() else { continue };
             let Some(job) = self.jobs.get(&a) else { continue };
             let (row, next) = self.combo_time_s.seek(from_rows, &combo);
             from_rows = next;
@@ -1197,19 +1214,19 @@ impl Gavel {
             };
             let x_row = self.allocation.row(x);
             // What `runs_on(combo, t)` reads, looked up once.
-            let single = match combo {
-                Combo::Single(a) => self.jobs.get(&a).map(|j| &j.rates),
-                Combo::Pair(..) => None,
+            let single = match combo.kind() {
+                Kind::Single(a) => self.jobs.get(&a).map(|j| &j.rates),
+                Kind::Pair(..) => None,
             };
-            let pair = match combo {
-                Combo::Pair(a, b) if !self.is_ghost(combo) => self.pair_rates.get(&(a, b)),
+            let pair = match combo.kind() {
+                Kind::Pair(a, b) if !self.is_ghost(combo) => self.pair_rates.get(&(a, b)),
                 _ => None,
             };
             for t in 0..types {
                 let x = x_row[t];
-                let runs = match combo {
-                    Combo::Single(_) => single.is_some_and(|r| r[t] > 0.0),
-                    Combo::Pair(..) => pair.is_some_and(|r| r[t].0 > 0.0 && r[t].1 > 0.0),
+                let runs = match combo.kind() {
+                    Kind::Single(_) => single.is_some_and(|r| r[t] > 0.0),
+                    Kind::Pair(..) => pair.is_some_and(|r| r[t].0 > 0.0 && r[t].1 > 0.0),
                 };
                 let priority = self.priority(x, runs, times[t], t);
                 ranking.keys.push((priority, deficits[t], x));
@@ -1634,7 +1651,7 @@ impl Gavel {
         self.verdict_stamp += 1;
         let stamp = self.verdict_stamp;
         for entry in &mut previous {
-            let Combo::Single(id) = entry.combo else { unreachable!("steady rounds run singles") };
+            let Some(id) = entry.combo.as_single() else { unreachable!("steady rounds run singles") };
             let real = view.job(id).work_done(now);
             let tracked = self.jobs.get_mut(&id).expect("chosen jobs are tracked");
             let rate = tracked.rates[entry.gpu_type];
@@ -1683,7 +1700,7 @@ impl Gavel {
         took_all: bool,
         chosen: &[(Combo, usize)],
     ) -> Option<Steady> {
-        let singles = chosen.iter().all(|&(c, _)| matches!(c, Combo::Single(_)));
+        let singles = chosen.iter().all(|&(c, _)| !c.is_pair());
         if !took_all || !singles || chosen.is_empty() {
             return None;
         }
@@ -1807,7 +1824,7 @@ impl Gavel {
         let mut cursor = 0;
         let mut extended = 0u64;
         for &(combo, t) in chosen {
-            let Combo::Single(id) = combo else { return None };
+            let id = combo.as_single()?;
             // `is_ghost` with the one lookup.
             if self.jobs.get(&id).is_some_and(|j| j.ghost) {
                 // Its engine job is over: it runs nowhere (see `place`).
@@ -2050,9 +2067,9 @@ impl Gavel {
             let mut finish_s = now_s;
             let mut targets = [None; 2];
             // A pair's co-located rates; a single's is read from its own tracked job below.
-            let pair = match combo {
-                Combo::Pair(..) => Some(self.combo_rates(combo, gpu_type)),
-                Combo::Single(_) => None,
+            let pair = match combo.kind() {
+                Kind::Pair(..) => Some(self.combo_rates(combo, gpu_type)),
+                Kind::Single(_) => None,
             };
             for (k, id) in combo.jobs().into_iter().enumerate() {
                 let real = view.job(id).work_done(now);
@@ -2063,7 +2080,7 @@ impl Gavel {
                 targets[k] = Some((id, target));
             }
             end_s = end_s.max(finish_s);
-            if matches!(combo, Combo::Pair(..)) {
+            if combo.is_pair() {
                 self.stats.pairs_run += 1;
             }
             entries.push(RoundEntry { combo, gpu_type, gpus, finish_s, targets, row_hint: usize::MAX });
@@ -2202,7 +2219,7 @@ fn kept_entries(
     for (k, entry) in previous.iter().enumerate() {
         match chosen.get(next) {
             Some(&(combo, t)) if combo == entry.combo => {
-                let Combo::Single(id) = combo else { return None };
+                let id = combo.as_single()?;
                 // `chosen` ascends strictly (see `steady_after`).
                 #[cfg(test)]
                 assert!(next == 0 || chosen[next - 1].0 < combo, "a steady set ascends strictly");
@@ -2498,7 +2515,7 @@ mod tests {
         if kind && a != b {
             Combo::pair(JobId(a), JobId(b))
         } else {
-            Combo::Single(JobId(a))
+            Combo::single(JobId(a))
         }
     }
 
@@ -2531,20 +2548,31 @@ mod tests {
             }
         }
 
-        /// The packed key orders combinations exactly as the tuple key it
-        /// replaces, ids up to `u32::MAX` included. (Checked to catch a seeded
-        /// bug: singles of ids above 3 compared the other way round.)
+        /// A combination unpacks to the jobs it was made of, and orders (and
+        /// equals) exactly as Gavel's tuple key, ids up to `u32::MAX`
+        /// included. (Checked to catch seeded bugs: singles of ids above 3
+        /// compared the other way round; a pair's smaller id stored without
+        /// the one added, so that a pair with job 0 read as a single.)
         #[test]
-        fn the_packed_combo_order_is_the_tuple_order(
+        fn the_combo_order_is_the_tuple_order(
             x in (any::<bool>(), any::<u32>(), any::<u32>()),
             y in (any::<bool>(), any::<u32>(), any::<u32>()),
             small in (any::<bool>(), 0u32..4, 0u32..4, any::<bool>(), 0u32..4, 0u32..4),
         ) {
             let (s0, s1, s2, s3, s4, s5) = small;
-            for (c, d) in [
-                (combo_of(x.0, x.1, x.2), combo_of(y.0, y.1, y.2)),
-                (combo_of(s0, s1, s2), combo_of(s3, s4, s5)),
+            let kind = |pair: bool, a: u32, b: u32| {
+                if pair && a != b {
+                    Kind::Pair(JobId(a.min(b)), JobId(a.max(b)))
+                } else {
+                    Kind::Single(JobId(a))
+                }
+            };
+            for ((c, d), (kc, kd)) in [
+                ((combo_of(x.0, x.1, x.2), combo_of(y.0, y.1, y.2)), (kind(x.0, x.1, x.2), kind(y.0, y.1, y.2))),
+                ((combo_of(s0, s1, s2), combo_of(s3, s4, s5)), (kind(s0, s1, s2), kind(s3, s4, s5))),
             ] {
+                // Each packs and unpacks to the jobs it was made of.
+                prop_assert_eq!((c.kind(), d.kind()), (kc, kd));
                 prop_assert_eq!(c.cmp(&d), c.order_key().cmp(&d.order_key()), "{:?} {:?}", c, d);
                 prop_assert_eq!(c.cmp(&d) == Ordering::Equal, c == d);
             }
@@ -2715,16 +2743,16 @@ mod tests {
                 stamp: 0,
             };
             g.jobs.insert(JobId(id), tracked);
-            g.combo_time_s.insert(Combo::Single(JobId(id)), &[180.0 + f64::from(id), 180.0]);
-            g.deficits_s.insert(Combo::Single(JobId(id)), &[f64::from(id), 0.0]);
+            g.combo_time_s.insert(Combo::single(JobId(id)), &[180.0 + f64::from(id), 180.0]);
+            g.deficits_s.insert(Combo::single(JobId(id)), &[f64::from(id), 0.0]);
             let x = if id == 1 || id == 4 { [1.0, 0.0] } else { [0.0, 0.0] };
-            g.allocation.insert(Combo::Single(JobId(id)), &x);
+            g.allocation.insert(Combo::single(JobId(id)), &x);
         }
-        g.allocation.insert(Combo::Single(JobId(7)), &[0.0, 1.0]);
-        g.positive = [1, 4, 7].map(|id| Combo::Single(JobId(id))).to_vec();
+        g.allocation.insert(Combo::single(JobId(7)), &[0.0, 1.0]);
+        g.positive = [1, 4, 7].map(|id| Combo::single(JobId(id))).to_vec();
         let mut ranking = Ranking::default();
         g.rank_positive(&mut ranking);
-        assert_eq!(ranking.combos, vec![Combo::Single(JobId(1)), Combo::Single(JobId(4))]);
+        assert_eq!(ranking.combos, vec![Combo::single(JobId(1)), Combo::single(JobId(4))]);
         assert_eq!(ranking.keys[0], (1.0 / (181.0 / 720.0), 1.0, 1.0));
         assert_eq!(ranking.keys[1], (0.0, 0.0, 0.0));
         assert_eq!(ranking, g.rank_plain().positive_only());
