@@ -139,17 +139,15 @@ impl Combo {
 
     /// The combination's jobs (the smaller id first), without allocating.
     pub fn jobs(self) -> Members {
-        match self.kind() {
-            Kind::Single(a) => Members { ids: [a, a], len: 1 },
-            Kind::Pair(a, b) => Members { ids: [a, b], len: 2 },
-        }
+        let (first, low) = ((self.0 >> 32) as u32, self.0 as u32);
+        // No branch: a single's slots both hold its job (the second unread).
+        let smaller = if low == 0 { first } else { low - 1 };
+        Members { ids: [JobId(smaller), JobId(first)], len: 1 + usize::from(low != 0) }
     }
 
     fn contains(self, id: JobId) -> bool {
-        match self.kind() {
-            Kind::Single(a) => a == id,
-            Kind::Pair(a, b) => a == id || b == id,
-        }
+        let (first, low) = ((self.0 >> 32) as u32, self.0 as u32);
+        first == id.0 || (low != 0 && low - 1 == id.0)
     }
 
     /// Gavel's insertion order of its per-combination dicts, which decides
@@ -515,6 +513,8 @@ pub struct Gavel {
     settled: bool,
     /// Jobs admitted since the last round's verdicts.
     admitted_since: Vec<JobId>,
+    /// The last allocation stored only its nonzero rows (see [`Gavel::allocated`]).
+    zero_rows_dropped: bool,
 }
 
 /// The outcome of a FIFO round whose greedy pass took every combination of
@@ -571,6 +571,7 @@ impl Gavel {
             spare_entries: Vec::new(),
             up_scratch: Vec::new(),
             alloc_jobs: Vec::new(),
+            zero_rows_dropped: false,
             settled: false,
             admitted_since: Vec::new(),
         }
@@ -1003,22 +1004,22 @@ impl Gavel {
         self.allocation.clear();
         #[cfg(test)]
         let before = self.allocator.clone();
+        self.zero_rows_dropped = false;
         if let Some(assigned) = self.allocator.fifo_assignment(&jobs, &capacity, &types.names) {
-            // Unpacked FIFO: X is 1 on each assigned job's type and 0 elsewhere,
-            // written into zero rows in place (no row per job from the
-            // allocator). The assigned jobs, ascending, are the positive rows.
+            // Unpacked FIFO: X is 1 on each assigned job's type and 0 elsewhere.
+            // Only the assigned jobs' rows are stored (no row per job from the
+            // allocator, no row of zeros): a missing row reads as zeros
+            // wherever rows are read (the reset, the ranking), and whether a
+            // combination has a row at all is `Gavel::allocated`. The assigned
+            // jobs come in id order; they are the positive rows.
             let n = capacity.len();
-            self.allocation.extend_filled(jobs.iter().map(|job| Combo::single(job.id)), n, 0.0);
+            self.allocation.extend_filled(assigned.keys().map(|&id| Combo::single(id)), n, 0.0);
             self.positive.clear();
-            let mut from = 0;
-            for (&id, &t) in assigned.iter() {
-                let combo = Combo::single(id);
-                let (k, next) = self.allocation.find_from(from, &combo);
-                let k = k.expect("FIFO assigns only the jobs it is given");
-                from = next;
+            for (k, (&id, &t)) in assigned.iter().enumerate() {
                 self.allocation.row_mut(k)[t] = 1.0;
-                self.positive.push(combo);
+                self.positive.push(Combo::single(id));
             }
+            self.zero_rows_dropped = true;
             #[cfg(test)]
             {
                 // The rows `allocate_packed` returns, from the same state.
@@ -1027,11 +1028,29 @@ impl Gavel {
                     plain.allocate_packed(&jobs, &pairs, &capacity, &types.names).expect("FIFO never fails");
                 let rows: BTreeMap<Combo, Vec<f64>> =
                     jobs.iter().zip(x.singles).map(|(job, row)| (Combo::single(job.id), row)).collect();
-                assert_eq!(self.allocation.to_map(), rows, "FIFO rows in place = the allocator's");
                 assert_eq!(format!("{plain:?}"), format!("{:?}", self.allocator), "the same FIFO state");
-                let scanned: Vec<Combo> =
-                    rows.iter().filter(|(_, x)| x.iter().any(|&v| v > 0.0)).map(|(&c, _)| c).collect();
-                assert_eq!(self.positive, scanned, "the assigned jobs = the positive rows");
+                let positive: BTreeMap<Combo, Vec<f64>> = rows
+                    .iter()
+                    .filter(|(_, x)| x.iter().any(|&v| v > 0.0))
+                    .map(|(&c, x)| (c, x.clone()))
+                    .collect();
+                assert_eq!(
+                    self.allocation.to_map(),
+                    positive,
+                    "FIFO's stored rows = the allocator's nonzero ones"
+                );
+                assert_eq!(
+                    self.positive,
+                    positive.keys().copied().collect::<Vec<_>>(),
+                    "the assigned jobs = the positive rows"
+                );
+                self.alloc_jobs = jobs.clone();
+                // Every combination the allocator gave a row (and a few it did
+                // not: a job admitted since, a pair) is `allocated` exactly then.
+                let asked = rows.keys().copied().chain(self.combo_time_s.keys().iter().copied());
+                for combo in asked.chain([Combo::single(JobId(u32::MAX))]) {
+                    assert_eq!(self.allocated(combo), rows.contains_key(&combo), "allocated {combo:?}");
+                }
             }
         } else if let Ok(x) = self.allocator.allocate_packed(&jobs, &pairs, &capacity, &types.names) {
             let singles = jobs.iter().zip(&x.singles).map(|(job, row)| (Combo::single(job.id), row));
@@ -1072,6 +1091,17 @@ impl Gavel {
                         .is_some_and(|r| r[gpu_type].0 > 0.0 && r[gpu_type].1 > 0.0)
             }
         }
+    }
+
+    /// Whether `combo` has a row in the last allocation, zero or not (Gavel's
+    /// `combo in allocation`: a combination without one gets no GPUs). Where
+    /// the zero rows were not stored (unpacked FIFO), whether its job was one
+    /// the allocation was given (`alloc_jobs`, in id order).
+    fn allocated(&self, combo: Combo) -> bool {
+        if !self.zero_rows_dropped {
+            return self.allocation.contains_key(&combo);
+        }
+        combo.as_single().is_some_and(|id| self.alloc_jobs.binary_search_by_key(&id, |job| job.id).is_ok())
     }
 
     fn is_ghost(&self, combo: Combo) -> bool {
@@ -1484,7 +1514,7 @@ impl Gavel {
         let mut priorities = self.priorities(view, now, clock_s, false);
         let mut chosen = self.choose(&priorities, view, false);
         let mut steady = self.took_every_positive && self.config.objective.is_fifo();
-        if !chosen.iter().any(|(c, _)| self.allocation.contains_key(c)) {
+        if !chosen.iter().any(|&(c, _)| self.allocated(c)) {
             // A forced reset (and maybe zero priorities): never repeated as steady.
             steady = false;
             // Nothing would run (combinations chosen without an allocation get
@@ -1493,7 +1523,7 @@ impl Gavel {
             self.scratch = priorities;
             priorities = self.priorities(view, now, clock_s, true);
             chosen = self.choose(&priorities, view, false);
-            if !chosen.iter().any(|(c, _)| self.allocation.contains_key(c)) {
+            if !chosen.iter().any(|&(c, _)| self.allocated(c)) {
                 // Still nothing: the only positive-priority combinations cannot be
                 // taken (FIFO-packed's pairs over a tenant's hard GPU limit, which
                 // Gavel never checks). Without a start no timer would fire and the
@@ -1785,7 +1815,7 @@ impl Gavel {
             let ranking = self.rank_plain();
             let chosen = self.choose(&ranking, view, false);
             assert!(
-                chosen.iter().any(|(c, _)| self.allocation.contains_key(c)),
+                chosen.iter().any(|&(c, _)| self.allocated(c)),
                 "{chosen:?} {placed:?} {:?} {:?} {:?}",
                 ranking,
                 self.allocation,
@@ -1862,7 +1892,7 @@ impl Gavel {
         }
         if ghosts {
             for &(combo, t) in chosen {
-                if self.is_ghost(combo) && self.allocation.contains_key(&combo) {
+                if self.is_ghost(combo) && self.allocated(combo) {
                     // On no GPUs again after a round on none: the same (empty) GPUs.
                     extended += u64::from(previous.find(combo).is_some_and(|e| e.gpus.is_empty()));
                     placed.push(Placed { combo, gpu_type: t, gpus: Arc::from([]) });
@@ -1969,7 +1999,7 @@ impl Gavel {
         }
         // A ghost runs its last credited steps on no GPUs: its engine job is done.
         for &(combo, t) in chosen {
-            if self.is_ghost(combo) && self.allocation.contains_key(&combo) {
+            if self.is_ghost(combo) && self.allocated(combo) {
                 placed.push(Placed { combo, gpu_type: t, gpus: Arc::from([]) });
             }
         }
@@ -1977,7 +2007,7 @@ impl Gavel {
         let mut to_place: Vec<(Combo, usize)> = chosen
             .iter()
             .zip(&was_reused)
-            .filter(|&(&(c, _), &reused)| !reused && !self.is_ghost(c) && self.allocation.contains_key(&c))
+            .filter(|&(&(c, _), &reused)| !reused && !self.is_ghost(c) && self.allocated(c))
             .map(|(&chosen, _)| chosen)
             .collect();
         to_place.sort_by_key(|&(c, _)| std::cmp::Reverse(self.scale_factor(c)));
@@ -2573,6 +2603,14 @@ mod tests {
             ] {
                 // Each packs and unpacks to the jobs it was made of.
                 prop_assert_eq!((c.kind(), d.kind()), (kc, kd));
+                let members = |k: Kind| match k {
+                    Kind::Single(a) => vec![a],
+                    Kind::Pair(a, b) => vec![a, b],
+                };
+                prop_assert_eq!(c.jobs().to_vec(), members(kc));
+                for id in [x.1, x.2, y.1, y.2, 0, u32::MAX].map(JobId) {
+                    prop_assert_eq!(c.contains(id), members(kc).contains(&id), "{:?} has {}", c, id);
+                }
                 prop_assert_eq!(c.cmp(&d), c.order_key().cmp(&d.order_key()), "{:?} {:?}", c, d);
                 prop_assert_eq!(c.cmp(&d) == Ordering::Equal, c == d);
             }
