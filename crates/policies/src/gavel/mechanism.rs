@@ -210,6 +210,23 @@ struct Tracked {
     ghost: bool,
     /// The last round (`Gavel::verdict_stamp`) that ran it or gave it a verdict.
     stamp: u64,
+    /// Allocations before its admission (`GavelStats::allocations`): it was
+    /// given to every later one.
+    admitted: u64,
+}
+
+impl Tracked {
+    /// The allocator's row of job `id`, its progress fields zero.
+    fn alloc_job(&self, id: JobId) -> AllocJob {
+        AllocJob {
+            id,
+            steps_per_s: self.rates.clone(),
+            scale_factor: self.scale_factor,
+            weight: self.weight,
+            steps_remaining: 0.0,
+            secs_since_arrival: 0.0,
+        }
+    }
 }
 
 /// A GPU list shared between rounds: a job kept where it runs (a lease
@@ -501,9 +518,11 @@ pub struct Gavel {
     spare_entries: Vec<RoundEntry>,
     /// The GPUs up per type, a steady round's check (buffer kept between rounds).
     up_scratch: Vec<u32>,
-    /// The allocator's input of the last allocation, kept so that the next one
-    /// refills its rows (each job's rates copied into the row's own buffer)
-    /// instead of allocating one per job.
+    /// The allocator's input, in id order: of the last allocation, kept so
+    /// that the next one refills its rows (each job's rates copied into the
+    /// row's own buffer) instead of allocating one per job; or, for an
+    /// objective that reads no progress, every tracked job's, kept as jobs
+    /// are admitted and forgotten.
     alloc_jobs: Vec<AllocJob>,
     /// Whether, since the last round's verdicts, every tracked job that is no
     /// ghost and did not run in it carries `NotThisRound` in the engine (that
@@ -515,6 +534,9 @@ pub struct Gavel {
     admitted_since: Vec<JobId>,
     /// The last allocation stored only its nonzero rows (see [`Gavel::allocated`]).
     zero_rows_dropped: bool,
+    /// The combinations the last such allocation gave a row, zero or not (tests check `allocated` against them).
+    #[cfg(test)]
+    allocated_plain: BTreeSet<Combo>,
 }
 
 /// The outcome of a FIFO round whose greedy pass took every combination of
@@ -572,6 +594,8 @@ impl Gavel {
             up_scratch: Vec::new(),
             alloc_jobs: Vec::new(),
             zero_rows_dropped: false,
+            #[cfg(test)]
+            allocated_plain: BTreeSet::new(),
             settled: false,
             admitted_since: Vec::new(),
         }
@@ -677,6 +701,13 @@ impl Gavel {
     fn forget(&mut self, id: JobId) {
         if self.jobs.remove(&id).is_some() {
             self.need_update = true;
+            if !self.config.objective.reads_progress() {
+                let at = self
+                    .alloc_jobs
+                    .binary_search_by_key(&id, |job| job.id)
+                    .expect("a tracked job has its row");
+                self.alloc_jobs.remove(at);
+            }
         }
         self.arrived.remove(&id);
         if self.pair_rates.is_empty() {
@@ -720,6 +751,7 @@ impl Gavel {
                 credited: 0.0,
                 ghost: false,
                 stamp: 0,
+                admitted: self.stats.allocations,
             };
             if self.config.objective.packs() {
                 // Gavel starts a pair's time at zero (a job's at half a round).
@@ -738,6 +770,11 @@ impl Gavel {
                         self.deficits_s.insert_filled(combo, n, 0.0);
                     }
                 }
+            }
+            if !self.config.objective.reads_progress() {
+                // The allocator's row, kept in id order (mostly a push: jobs arrive in id order).
+                let at = self.alloc_jobs.partition_point(|job| job.id < id);
+                self.alloc_jobs.insert(at, tracked.alloc_job(id));
             }
             self.jobs.insert(id, tracked);
             self.admitted_since.push(id);
@@ -955,39 +992,50 @@ impl Gavel {
             )
             .collect();
         let mut jobs = std::mem::take(&mut self.alloc_jobs);
-        jobs.truncate(self.jobs.len());
-        // Progress fields the objective does not read are left at zero, not
-        // computed (a lookup of the engine's job each).
+        // An objective that reads no progress (every field then stays what
+        // it was at admission) gets the rows kept as jobs come and go
+        // (`admit_arrivals`, `forget`), not rewritten here; one that reads
+        // progress gets each row refilled.
         let progress = self.config.objective.reads_progress();
-        for (k, (&id, tracked)) in self.jobs.iter().enumerate() {
-            let (steps_remaining, secs_since_arrival) = if progress {
+        if progress {
+            jobs.truncate(self.jobs.len());
+            for (k, (&id, tracked)) in self.jobs.iter().enumerate() {
                 let done = Gavel::plan_done(view, id, now, tracked);
-                ((tracked.work - done).max(0.0).ceil(), clock_s - tracked.arrival.as_secs_f64())
-            } else {
-                (0.0, 0.0)
-            };
-            let Some(job) = jobs.get_mut(k) else {
-                jobs.push(AllocJob {
-                    id,
-                    steps_per_s: tracked.rates.clone(),
-                    scale_factor: tracked.scale_factor,
-                    weight: tracked.weight,
-                    steps_remaining,
-                    secs_since_arrival,
-                });
-                continue;
-            };
-            // A job's rates never change: the same job in the same row keeps its copy.
-            if job.id != id {
-                job.id = id;
-                job.steps_per_s.clone_from(&tracked.rates);
+                let steps_remaining = (tracked.work - done).max(0.0).ceil();
+                let secs_since_arrival = clock_s - tracked.arrival.as_secs_f64();
+                let Some(job) = jobs.get_mut(k) else {
+                    jobs.push(AllocJob {
+                        id,
+                        steps_per_s: tracked.rates.clone(),
+                        scale_factor: tracked.scale_factor,
+                        weight: tracked.weight,
+                        steps_remaining,
+                        secs_since_arrival,
+                    });
+                    continue;
+                };
+                // A job's rates never change: the same job in the same row keeps its copy.
+                if job.id != id {
+                    job.id = id;
+                    job.steps_per_s.clone_from(&tracked.rates);
+                }
+                #[cfg(test)]
+                assert_eq!(job.steps_per_s, tracked.rates, "the row's rates are the job's");
+                job.scale_factor = tracked.scale_factor;
+                job.weight = tracked.weight;
+                job.steps_remaining = steps_remaining;
+                job.secs_since_arrival = secs_since_arrival;
             }
-            #[cfg(test)]
-            assert_eq!(job.steps_per_s, tracked.rates, "the row's rates are the job's");
-            job.scale_factor = tracked.scale_factor;
-            job.weight = tracked.weight;
-            job.steps_remaining = steps_remaining;
-            job.secs_since_arrival = secs_since_arrival;
+        }
+        #[cfg(test)]
+        if !progress {
+            let refilled: Vec<AllocJob> =
+                self.jobs.iter().map(|(&id, tracked)| tracked.alloc_job(id)).collect();
+            assert_eq!(
+                format!("{jobs:?}"),
+                format!("{refilled:?}"),
+                "the rows kept as jobs come and go = refilled"
+            );
         }
         // `jobs` is in id order (the table walks ids ascending): a pair's
         // members by binary search, no index map.
@@ -1044,13 +1092,8 @@ impl Gavel {
                     positive.keys().copied().collect::<Vec<_>>(),
                     "the assigned jobs = the positive rows"
                 );
-                self.alloc_jobs = jobs.clone();
-                // Every combination the allocator gave a row (and a few it did
-                // not: a job admitted since, a pair) is `allocated` exactly then.
-                let asked = rows.keys().copied().chain(self.combo_time_s.keys().iter().copied());
-                for combo in asked.chain([Combo::single(JobId(u32::MAX))]) {
-                    assert_eq!(self.allocated(combo), rows.contains_key(&combo), "allocated {combo:?}");
-                }
+                // `allocated` is then checked against these rows at every call.
+                self.allocated_plain = rows.keys().copied().collect();
             }
         } else if let Ok(x) = self.allocator.allocate_packed(&jobs, &pairs, &capacity, &types.names) {
             let singles = jobs.iter().zip(&x.singles).map(|(job, row)| (Combo::single(job.id), row));
@@ -1076,6 +1119,11 @@ impl Gavel {
         }
         self.alloc_jobs = jobs;
         self.stats.allocations += 1;
+        #[cfg(test)]
+        for combo in self.combo_time_s.keys().iter().copied().chain([Combo::single(JobId(u32::MAX))]) {
+            // Every tracked combination (and one of no job) is `allocated` as the rows say.
+            self.allocated(combo);
+        }
     }
 
     /// Whether every job of `combo` progresses on `gpu_type` (a pair with a
@@ -1095,13 +1143,23 @@ impl Gavel {
 
     /// Whether `combo` has a row in the last allocation, zero or not (Gavel's
     /// `combo in allocation`: a combination without one gets no GPUs). Where
-    /// the zero rows were not stored (unpacked FIFO), whether its job was one
-    /// the allocation was given (`alloc_jobs`, in id order).
+    /// the zero rows were not stored (unpacked FIFO), whether it is a single
+    /// whose job was admitted before that allocation (a job forgotten since
+    /// has no combination left to ask about).
     fn allocated(&self, combo: Combo) -> bool {
         if !self.zero_rows_dropped {
             return self.allocation.contains_key(&combo);
         }
-        combo.as_single().is_some_and(|id| self.alloc_jobs.binary_search_by_key(&id, |job| job.id).is_ok())
+        let allocations = self.stats.allocations;
+        let answer =
+            combo.as_single().and_then(|id| self.jobs.get(&id)).is_some_and(|j| j.admitted < allocations);
+        #[cfg(test)]
+        assert_eq!(
+            answer,
+            self.allocated_plain.contains(&combo),
+            "allocated {combo:?} = a row of zeros or not"
+        );
+        answer
     }
 
     fn is_ghost(&self, combo: Combo) -> bool {
@@ -1491,6 +1549,11 @@ impl Gavel {
                 clock_s = first.as_secs_f64();
                 self.admit_arrivals(view, clock_s);
             }
+        }
+        #[cfg(test)]
+        for &combo in self.combo_time_s.keys() {
+            // Jobs admitted since the last allocation included, which it gave no row.
+            self.allocated(combo);
         }
         let mut decision = Decision::recycled();
         if self.jobs.is_empty() {
@@ -2779,6 +2842,7 @@ mod tests {
                 credited: 0.0,
                 ghost: false,
                 stamp: 0,
+                admitted: 0,
             };
             g.jobs.insert(JobId(id), tracked);
             g.combo_time_s.insert(Combo::single(JobId(id)), &[180.0 + f64::from(id), 180.0]);
