@@ -5,6 +5,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 use cotenant_core::limits::MAX_JOB_STEPS;
 
@@ -73,7 +74,9 @@ pub fn read_gavel(path: &Path, slice: &Slice) -> Result<Workload, TraceError> {
 pub fn parse_gavel(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workload, TraceError> {
     check_clock(slice, Clock::Relative)?;
     let file = path.display().to_string();
-    let tenant = file_stem(path);
+    // Every row's tenant, and each job type once: shared by the rows that name it.
+    let tenant: Arc<str> = file_stem(path).into();
+    let mut job_types: Vec<Arc<str>> = Vec::new();
     let text = text_from_bytes(path, bytes)?;
     let mut raw = Vec::new();
     let (mut with_slo, mut fractional_weights) = (0u64, 0u64);
@@ -93,7 +96,7 @@ pub fn parse_gavel(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workloa
             }
         };
         let row = Row::headerless(&file, line, std::mem::take(&mut fields), names);
-        let mut job = gavel_job(&row, layout, &tenant)?;
+        let mut job = gavel_job(&row, layout, &tenant, &mut job_types)?;
         if let Some(w) = layout.priority_weight {
             let weight = row.f64(w)?;
             if weight.fract() != 0.0 {
@@ -119,7 +122,12 @@ pub fn parse_gavel(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Workloa
     assemble(file, raw, slice, Clock::Relative, report)
 }
 
-fn gavel_job(row: &Row<'_>, layout: &Layout, tenant: &str) -> Result<RawJob, TraceError> {
+fn gavel_job(
+    row: &Row<'_>,
+    layout: &Layout,
+    tenant: &Arc<str>,
+    job_types: &mut Vec<Arc<str>>,
+) -> Result<RawJob, TraceError> {
     let job_type = row.str(0);
     if job_type.is_empty() {
         return Err(row.error(0, "expected a job type, got an empty field"));
@@ -138,8 +146,21 @@ fn gavel_job(row: &Row<'_>, layout: &Layout, tenant: &str) -> Result<RawJob, Tra
         ));
     }
     let arrival_us = secs_to_us(row.relative_arrival_secs(layout.arrival)?);
-    let mut job = RawJob::new(arrival_us, row.line, tenant, row.job_gpus(layout.scale_factor)?, steps as f64);
-    job.job_type = Some(job_type.to_string());
+    let mut job = RawJob::shared(
+        arrival_us,
+        row.line,
+        tenant.clone(),
+        row.job_gpus(layout.scale_factor)?,
+        steps as f64,
+    );
+    let known = job_types.iter().find(|known| ***known == *job_type);
+    job.job_type = Some(match known {
+        Some(known) => known.clone(),
+        None => {
+            job_types.push(job_type.into());
+            job_types[job_types.len() - 1].clone()
+        }
+    });
     Ok(job)
 }
 

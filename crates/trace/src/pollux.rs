@@ -74,7 +74,7 @@ pub fn parse_pollux(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Worklo
         let mut job =
             RawJob::new(secs_to_us(row.relative_arrival_secs(time)?), row.line, &tenant, gpus, work);
         job.duration_estimate = Some(Span::from_secs_f64_ceil(work));
-        job.job_type = Some(format!("{application} (batch size {batch_size})"));
+        job.job_type = Some(format!("{application} (batch size {batch_size})").into());
         raw.push(job);
     }
     let mut report = ReadReport::default();

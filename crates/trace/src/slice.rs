@@ -2,6 +2,7 @@
 //! surviving rows into a [`Workload`] whose invariants hold.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use cotenant_core::{JobId, JobKind, JobSpec, Span, TenantId, TenantSpec, Time};
 
@@ -123,12 +124,14 @@ pub(crate) struct RawJob {
     /// Arrival on the trace's own clock, microseconds.
     pub arrival_us: i64,
     pub line: u64,
-    pub tenant: String,
+    /// Shared: a reader whose rows all name one tenant hands each the same name.
+    pub tenant: Arc<str>,
     pub gpus: u32,
     pub work: f64,
     pub duration_estimate: Option<Span>,
     pub priority: i32,
-    pub job_type: Option<String>,
+    /// Shared: a reader may hand rows of one job type the same name.
+    pub job_type: Option<Arc<str>>,
     pub cpus: u32,
     pub memory_gib: u32,
     /// The final status the trace records (sacct `State`, kubectl phase or condition), if any.
@@ -137,10 +140,15 @@ pub(crate) struct RawJob {
 
 impl RawJob {
     pub fn new(arrival_us: i64, line: u64, tenant: &str, gpus: u32, work: f64) -> RawJob {
+        RawJob::shared(arrival_us, line, Arc::from(tenant), gpus, work)
+    }
+
+    /// [`RawJob::new`] with a tenant name already shared.
+    pub fn shared(arrival_us: i64, line: u64, tenant: Arc<str>, gpus: u32, work: f64) -> RawJob {
         RawJob {
             arrival_us,
             line,
-            tenant: tenant.to_string(),
+            tenant,
             gpus,
             work,
             duration_estimate: None,
@@ -362,6 +370,10 @@ fn sort_keys(keys: &mut Vec<(i64, usize)>) {
 
 /// The jobs that `keys` (sorted (arrival, file position) pairs) name, in that order.
 fn in_key_order(raw: Vec<RawJob>, keys: &[(i64, usize)]) -> Vec<RawJob> {
+    // Every job, already in key order (a trace sorted by arrival): as it is.
+    if keys.len() == raw.len() && keys.iter().enumerate().all(|(i, &(_, at))| at == i) {
+        return raw;
+    }
     let mut rank = vec![u32::MAX; raw.len()];
     for (r, &(_, i)) in keys.iter().enumerate() {
         rank[i] = r as u32;
@@ -382,7 +394,7 @@ fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadRepo
         // Inserted one by one: `collect` would gather and sort every job's name first.
         let mut names = std::collections::BTreeSet::new();
         for job in &raw {
-            names.insert(job.tenant.as_str());
+            names.insert(&*job.tenant);
         }
         names.into_iter().map(str::to_string).collect()
     };
@@ -395,11 +407,11 @@ fn number_jobs(source: String, raw: Vec<RawJob>, epoch_us: i64, report: ReadRepo
         if has_status {
             statuses.push(r.status.unwrap_or_else(|| "unknown".to_string()));
         }
-        let tenant = tenant_names.binary_search(&r.tenant).unwrap_or(0) as u32;
-        let job_type = r.job_type.map(|name| match job_types.iter().position(|t| *t == name) {
+        let tenant = tenant_names.binary_search_by(|name| name.as_str().cmp(&r.tenant)).unwrap_or(0) as u32;
+        let job_type = r.job_type.map(|name| match job_types.iter().position(|t| **t == *name) {
             Some(k) => k as u32,
             None => {
-                job_types.push(name);
+                job_types.push(name.to_string());
                 job_types.len() as u32 - 1
             }
         });

@@ -48,7 +48,7 @@ pub fn parse_tiresias(path: &Path, bytes: Vec<u8>, slice: &Slice) -> Result<Work
             duration_secs,
         );
         job.duration_estimate = Some(Span::from_secs_f64_ceil(duration_secs));
-        job.job_type = Some(row.str(model).to_string());
+        job.job_type = Some(row.str(model).into());
         raw.push(job);
     }
     assemble(file, raw, slice, Clock::Relative, ReadReport::arrivals_in("submit_time"))
