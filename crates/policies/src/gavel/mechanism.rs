@@ -283,25 +283,53 @@ struct Holding<'a> {
     jobs: Members,
 }
 
-/// Jobs taken so far in a round's greedy pass, and GPUs per tenant.
-#[derive(Clone, Debug, PartialEq)]
+/// [`Gavel::place`]'s buffers, kept from call to call.
+#[derive(Debug, Default)]
+struct PlaceScratch {
+    /// Job -> holding, sorted by job.
+    by_job: Vec<(JobId, usize)>,
+    claimed: Vec<Option<Combo>>,
+    reused: Vec<(Combo, usize)>,
+    was_reused: Vec<bool>,
+    to_place: Vec<(Combo, usize)>,
+}
+
+/// Jobs taken so far in a round's greedy pass, and GPUs per tenant. Kept
+/// between passes (`Gavel::picked`), emptied by [`Picked::reset`].
+#[derive(Clone, Debug, Default, PartialEq)]
 struct Picked {
-    /// Ascending (a round takes a few dozen: a sorted vector, no tree nodes).
+    /// In the order taken.
     taken: Vec<JobId>,
+    /// Whether each job (by id) is taken: a lookup, not a search. All false
+    /// between passes (`reset` clears the taken ones).
+    flags: Vec<bool>,
     tenant_gpus: Vec<u32>,
 }
 
 impl Picked {
     fn is_taken(&self, id: JobId) -> bool {
-        self.taken.binary_search(&id).is_ok()
+        self.flags.get(id.index()).copied().unwrap_or(false)
     }
 
     fn mark(&mut self, members: Members) {
         for id in members {
-            if let Err(at) = self.taken.binary_search(&id) {
-                self.taken.insert(at, id);
+            if self.flags.len() <= id.index() {
+                self.flags.resize(id.index() + 1, false);
+            }
+            if !std::mem::replace(&mut self.flags[id.index()], true) {
+                self.taken.push(id);
             }
         }
+    }
+
+    /// Nothing taken, no GPUs for any of `tenants` tenants (buffers kept).
+    fn reset(&mut self, tenants: usize) {
+        for id in self.taken.drain(..) {
+            self.flags[id.index()] = false;
+        }
+        debug_assert!(!self.flags.contains(&true), "every flag set is a taken job's");
+        self.tenant_gpus.clear();
+        self.tenant_gpus.resize(tenants, 0);
     }
 }
 
@@ -534,6 +562,11 @@ pub struct Gavel {
     admitted_since: Vec<JobId>,
     /// The last allocation stored only its nonzero rows (see [`Gavel::allocated`]).
     zero_rows_dropped: bool,
+    /// The greedy pass's jobs taken (buffers kept between passes).
+    picked: Picked,
+    /// The greedy pass's sort keys (buffer kept between passes).
+    entries_scratch: Vec<(i64, i64, i64, usize)>,
+    place_scratch: PlaceScratch,
     /// The combinations the last such allocation gave a row, zero or not (tests check `allocated` against them).
     #[cfg(test)]
     allocated_plain: BTreeSet<Combo>,
@@ -594,6 +627,9 @@ impl Gavel {
             up_scratch: Vec::new(),
             alloc_jobs: Vec::new(),
             zero_rows_dropped: false,
+            picked: Picked::default(),
+            entries_scratch: Vec::new(),
+            place_scratch: PlaceScratch::default(),
             #[cfg(test)]
             allocated_plain: BTreeSet::new(),
             settled: false,
@@ -1365,24 +1401,28 @@ impl Gavel {
         any_priority: bool,
     ) -> Vec<(Combo, usize)> {
         let types = self.types.as_ref().expect("types initialized");
-        let mut order = types.order.clone();
+        // The pass's buffers, kept from pass to pass.
+        let mut order = std::mem::take(&mut self.order_scratch);
+        order.clear();
+        order.extend_from_slice(&types.order);
         if !self.config.objective.heterogeneity_aware() {
             self.shuffler.shuffle(&mut order);
         }
         let is_fifo = self.config.objective.is_fifo() && !any_priority;
-        let mut left = up_gpus_by_type(view, types.names.len());
+        let mut left = std::mem::take(&mut self.up_scratch);
+        up_gpus_into(view, types.names.len(), &mut left);
         #[cfg(test)]
         for (t, &up) in left.iter().enumerate() {
             assert_eq!(up, up_gpus_of_type(view, t), "one pass over the nodes = a scan per type");
         }
         // Each take holds a GPU at least: sized once, no regrowth while taking.
         let most = left.iter().map(|&up| up as usize).sum::<usize>().min(ranking.combos.len());
-        let mut picked =
-            Picked { taken: Vec::with_capacity(2 * most), tenant_gpus: vec![0u32; view.tenants.len()] };
+        let mut picked = std::mem::take(&mut self.picked);
+        picked.reset(view.tenants.len());
         let mut chosen = Vec::with_capacity(most);
         let n = ranking.types;
         // Each combination's position in the ranking, under its sort key.
-        let mut entries: Vec<(i64, i64, i64, usize)> = Vec::with_capacity(ranking.combos.len());
+        let mut entries = std::mem::take(&mut self.entries_scratch);
         self.took_every_positive = true;
         for &t in &order {
             // Positive priorities first; zero ones (most pairs) are ordered only
@@ -1436,6 +1476,8 @@ impl Gavel {
                 self.took_every_positive &= !positive || taken == entries.len();
             }
         }
+        (self.order_scratch, self.up_scratch, self.picked, self.entries_scratch) =
+            (order, left, picked, entries);
         chosen
     }
 
@@ -1904,7 +1946,7 @@ impl Gavel {
     /// placed on the same list as last round (see [`Gavel::count_kept_leases`]).
     /// `None`: run `place`.
     fn place_kept(
-        &self,
+        &mut self,
         view: &ClusterView<'_>,
         chosen: &[(Combo, usize)],
         previous: &Previous<'_>,
@@ -1977,23 +2019,25 @@ impl Gavel {
     /// that type if it can (lease extension), else on free GPUs. Pushes the
     /// preemptions and starts; returns kept combinations first, then new ones.
     fn place(
-        &self,
+        &mut self,
         view: &ClusterView<'_>,
         chosen: &[(Combo, usize)],
         previous: &Previous<'_>,
         decision: &mut Decision,
     ) -> Vec<Placed> {
+        // The buffers, kept from call to call.
+        let PlaceScratch { mut by_job, mut claimed, mut reused, mut was_reused, mut to_place } =
+            std::mem::take(&mut self.place_scratch);
         let holdings = holdings(view);
         // Job -> holding, sorted by job (stable: of a job listed twice, the later
         // holding wins, as it did in the map this replaces).
-        let mut holding_of: Vec<(JobId, usize)> =
-            Vec::with_capacity(holdings.iter().map(|held| held.jobs.len()).sum());
-        holding_of
+        by_job.clear();
+        by_job
             .extend(holdings.iter().enumerate().flat_map(|(h, held)| held.jobs.iter().map(move |&j| (j, h))));
-        holding_of.sort_by_key(|&(j, _)| j);
+        by_job.sort_by_key(|&(j, _)| j);
         let holding_of = |id: JobId| -> Option<usize> {
-            let end = holding_of.partition_point(|&(j, _)| j <= id);
-            end.checked_sub(1).map(|k| holding_of[k]).filter(|&(j, _)| j == id).map(|(_, h)| h)
+            let end = by_job.partition_point(|&(j, _)| j <= id);
+            end.checked_sub(1).map(|k| by_job[k]).filter(|&(j, _)| j == id).map(|(_, h)| h)
         };
         #[cfg(test)]
         {
@@ -2009,10 +2053,12 @@ impl Gavel {
             }
         }
         // Reuse, in priority order: the holding of exactly this pair, else of a member.
-        let mut claimed: Vec<Option<Combo>> = vec![None; holdings.len()];
-        let mut reused: Vec<(Combo, usize)> = Vec::with_capacity(chosen.len());
+        claimed.clear();
+        claimed.resize(holdings.len(), None);
+        reused.clear();
         // Whether `chosen[i]` reuses a holding (each combination is chosen at most once).
-        let mut was_reused = vec![false; chosen.len()];
+        was_reused.clear();
+        was_reused.resize(chosen.len(), false);
         for (i, &(combo, t)) in chosen.iter().enumerate() {
             let members = combo.jobs();
             let mut candidates = members
@@ -2067,14 +2113,16 @@ impl Gavel {
             }
         }
         // Larger combinations first, for locality (Gavel sorts by scale factor, descending).
-        let mut to_place: Vec<(Combo, usize)> = chosen
-            .iter()
-            .zip(&was_reused)
-            .filter(|&(&(c, _), &reused)| !reused && !self.is_ghost(c) && self.allocated(c))
-            .map(|(&chosen, _)| chosen)
-            .collect();
+        to_place.clear();
+        to_place.extend(
+            chosen
+                .iter()
+                .zip(&was_reused)
+                .filter(|&(&(c, _), &reused)| !reused && !self.is_ghost(c) && self.allocated(c))
+                .map(|(&chosen, _)| chosen),
+        );
         to_place.sort_by_key(|&(c, _)| std::cmp::Reverse(self.scale_factor(c)));
-        for (combo, t) in to_place {
+        for &(combo, t) in &to_place {
             let of_type = |node: cotenant_core::NodeId| view.cluster.node(node).gpu_type.index() == t;
             match free.place(self.scale_factor(combo), self.config.placement, of_type) {
                 Ok(gpus) => {
@@ -2093,6 +2141,7 @@ impl Gavel {
                 }
             }
         }
+        self.place_scratch = PlaceScratch { by_job, claimed, reused, was_reused, to_place };
         placed
     }
 
