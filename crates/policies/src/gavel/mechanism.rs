@@ -286,8 +286,8 @@ struct Holding<'a> {
 /// [`Gavel::place`]'s buffers, kept from call to call.
 #[derive(Debug, Default)]
 struct PlaceScratch {
-    /// Job -> holding, sorted by job.
-    by_job: Vec<(JobId, usize)>,
+    /// Job id -> its holding + 1 (0: none), during a call; all 0 between calls.
+    slot: Vec<usize>,
     claimed: Vec<Option<Combo>>,
     reused: Vec<(Combo, usize)>,
     was_reused: Vec<bool>,
@@ -834,7 +834,10 @@ impl Gavel {
         }
         let mut end = round.end;
         for entry in &mut round.entries {
-            for &(id, target) in entry.targets.iter().flatten() {
+            // A plain loop over the two slots (a flattening iterator cost
+            // more than the check itself).
+            for slot in entry.targets {
+                let Some((id, target)) = slot else { continue };
                 if !self.jobs.contains_key(&id) {
                     continue;
                 }
@@ -2026,19 +2029,21 @@ impl Gavel {
         decision: &mut Decision,
     ) -> Vec<Placed> {
         // The buffers, kept from call to call.
-        let PlaceScratch { mut by_job, mut claimed, mut reused, mut was_reused, mut to_place } =
+        let PlaceScratch { mut slot, mut claimed, mut reused, mut was_reused, mut to_place } =
             std::mem::take(&mut self.place_scratch);
         let holdings = holdings(view);
-        // Job -> holding, sorted by job (stable: of a job listed twice, the later
-        // holding wins, as it did in the map this replaces).
-        by_job.clear();
-        by_job
-            .extend(holdings.iter().enumerate().flat_map(|(h, held)| held.jobs.iter().map(move |&j| (j, h))));
-        by_job.sort_by_key(|&(j, _)| j);
-        let holding_of = |id: JobId| -> Option<usize> {
-            let end = by_job.partition_point(|&(j, _)| j <= id);
-            end.checked_sub(1).map(|k| by_job[k]).filter(|&(j, _)| j == id).map(|(_, h)| h)
-        };
+        // Job -> holding + 1 in a table by job id (of a job listed twice, the
+        // later holding wins, as it did in the map this replaces); emptied again below.
+        for (h, held) in holdings.iter().enumerate() {
+            for &j in held.jobs.iter() {
+                if slot.len() <= j.index() {
+                    slot.resize(j.index() + 1, 0);
+                }
+                slot[j.index()] = h + 1;
+            }
+        }
+        let holding_of =
+            |id: JobId| -> Option<usize> { slot.get(id.index()).and_then(|&h| h.checked_sub(1)) };
         #[cfg(test)]
         {
             // The map it replaces: collected in holding order, the last of a job's entries kept.
@@ -2141,7 +2146,13 @@ impl Gavel {
                 }
             }
         }
-        self.place_scratch = PlaceScratch { by_job, claimed, reused, was_reused, to_place };
+        for held in &holdings {
+            for &j in held.jobs.iter() {
+                slot[j.index()] = 0;
+            }
+        }
+        debug_assert!(slot.iter().all(|&h| h == 0), "the table is empty between calls");
+        self.place_scratch = PlaceScratch { slot, claimed, reused, was_reused, to_place };
         placed
     }
 
