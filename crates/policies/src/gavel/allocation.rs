@@ -311,8 +311,26 @@ impl Allocator {
             None
         };
         let scheduled: Vec<(JobId, usize)> = self.fifo_assigned.iter().map(|(&id, &t)| (id, t)).collect();
+        // The scheduled jobs ascend by id, as `jobs` does when sorted: each
+        // row is found from where the last one was, a few steps on (they are
+        // mostly the oldest jobs), else by a search of the rest.
+        let mut from = 0;
+        let mut scheduled_row = |id: JobId| -> Option<usize> {
+            if !sorted {
+                return row_of(id);
+            }
+            let rest = &jobs[from..];
+            from += match rest.iter().take(8).position(|job| job.id >= id) {
+                Some(k) => k,
+                None => rest.partition_point(|job| job.id < id),
+            };
+            let row = jobs.get(from).is_some_and(|job| job.id == id).then_some(from);
+            #[cfg(test)]
+            assert_eq!(row, row_of(id), "a row found onwards = by search");
+            row
+        };
         for (id, gpu_type) in scheduled {
-            if let Some(row) = row_of(id) {
+            if let Some(row) = scheduled_row(id) {
                 available[gpu_type] -= jobs[row].scale_factor as i64;
                 continue;
             }
