@@ -567,6 +567,8 @@ pub struct Gavel {
     /// The greedy pass's sort keys (buffer kept between passes).
     entries_scratch: Vec<(i64, i64, i64, usize)>,
     place_scratch: PlaceScratch,
+    /// Tracked jobs that are ghosts (`Tracked::ghost`).
+    ghosts: usize,
     /// The combinations the last such allocation gave a row, zero or not (tests check `allocated` against them).
     #[cfg(test)]
     allocated_plain: BTreeSet<Combo>,
@@ -630,6 +632,7 @@ impl Gavel {
             picked: Picked::default(),
             entries_scratch: Vec::new(),
             place_scratch: PlaceScratch::default(),
+            ghosts: 0,
             #[cfg(test)]
             allocated_plain: BTreeSet::new(),
             settled: false,
@@ -735,7 +738,8 @@ impl Gavel {
     }
 
     fn forget(&mut self, id: JobId) {
-        if self.jobs.remove(&id).is_some() {
+        if let Some(tracked) = self.jobs.remove(&id) {
+            self.ghosts -= usize::from(tracked.ghost);
             self.need_update = true;
             if !self.config.objective.reads_progress() {
                 let at = self
@@ -920,11 +924,15 @@ impl Gavel {
         // Gavel removes a job at the end of the round that ran its last steps.
         // Nested loops over each combination's member slice (in the order the
         // flattened iterator took them); no vector unless a job is done.
+        // Only a ghost can be: no walk while there is none.
+        debug_assert_eq!(self.ghosts, self.jobs.iter().filter(|(_, j)| j.ghost).count(), "ghosts counted");
         let mut done: Vec<JobId> = Vec::new();
-        for entry in &round.entries {
-            for &id in entry.combo.jobs().iter() {
-                if self.jobs.get(&id).is_some_and(|j| j.ghost && j.credited >= j.work) {
-                    done.push(id);
+        if self.ghosts > 0 {
+            for entry in &round.entries {
+                for &id in entry.combo.jobs().iter() {
+                    if self.jobs.get(&id).is_some_and(|j| j.ghost && j.credited >= j.work) {
+                        done.push(id);
+                    }
                 }
             }
         }
@@ -2506,7 +2514,10 @@ impl Policy for Gavel {
                     // A steady round keeps it: its priority stays what it was
                     // (a ghost changes only pairs', and a steady round has
                     // none), and `place_kept` places it on no GPUs as `place` does.
-                    Some(tracked) if tracked.credited < tracked.work => tracked.ghost = true,
+                    Some(tracked) if tracked.credited < tracked.work => {
+                        self.ghosts += usize::from(!tracked.ghost);
+                        tracked.ghost = true;
+                    }
                     _ => self.forget(id),
                 },
                 JobChange::Ended(id) => self.forget(id),
