@@ -35,7 +35,9 @@
 //! still had all its work left.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+#[cfg(test)]
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use cotenant_core::placement::{FreeMap, Placement};
@@ -511,7 +513,9 @@ pub struct Gavel {
     /// Co-located rates `(rate of a, rate of b)` per cluster type of each
     /// candidate pair (a < b); empty unless the objective packs.
     pair_rates: BTreeMap<(JobId, JobId), Vec<(f64, f64)>>,
-    arrived: BTreeSet<JobId>,
+    /// Jobs the engine has submitted and Gavel not yet admitted, ascending
+    /// (a sorted vector: they mostly arrive in id order, and there are few).
+    arrived: Vec<JobId>,
     /// X per combination and GPU type (rows stored flat, in combination order).
     allocation: Rows<Combo>,
     /// Time each combination received on each type since the last reset.
@@ -567,6 +571,8 @@ pub struct Gavel {
     /// The greedy pass's sort keys (buffer kept between passes).
     entries_scratch: Vec<(i64, i64, i64, usize)>,
     place_scratch: PlaceScratch,
+    /// The jobs an admission takes (buffer kept between rounds).
+    admit_scratch: Vec<JobId>,
     /// Tracked jobs that are ghosts (`Tracked::ghost`).
     ghosts: usize,
     /// The combinations the last such allocation gave a row, zero or not (tests check `allocated` against them).
@@ -608,7 +614,7 @@ impl Gavel {
             types: None,
             jobs: JobTable::default(),
             pair_rates: BTreeMap::new(),
-            arrived: BTreeSet::new(),
+            arrived: Vec::new(),
             allocation: Rows::default(),
             combo_time_s: Rows::default(),
             worker_time_s: Vec::new(),
@@ -632,6 +638,7 @@ impl Gavel {
             picked: Picked::default(),
             entries_scratch: Vec::new(),
             place_scratch: PlaceScratch::default(),
+            admit_scratch: Vec::new(),
             ghosts: 0,
             #[cfg(test)]
             allocated_plain: BTreeSet::new(),
@@ -749,7 +756,9 @@ impl Gavel {
                 self.alloc_jobs.remove(at);
             }
         }
-        self.arrived.remove(&id);
+        if let Ok(at) = self.arrived.binary_search(&id) {
+            self.arrived.remove(at);
+        }
         if self.pair_rates.is_empty() {
             // No pairs (every unpacked objective): only the job's own entry
             // holds it; no walk over every combination.
@@ -776,11 +785,17 @@ impl Gavel {
             return;
         }
         let n = self.worker_time_s.len();
-        let (arrived, later): (Vec<JobId>, Vec<JobId>) = std::mem::take(&mut self.arrived)
-            .into_iter()
-            .partition(|&id| view.job(id).spec.arrival.as_secs_f64() <= up_to_s);
-        self.arrived = later.into_iter().collect();
-        for id in arrived {
+        // The admitted ones out, in id order; the later ones stay, in order.
+        let mut arrived = std::mem::take(&mut self.admit_scratch);
+        arrived.clear();
+        self.arrived.retain(|&id| {
+            let now = view.job(id).spec.arrival.as_secs_f64() <= up_to_s;
+            if now {
+                arrived.push(id);
+            }
+            !now
+        });
+        for &id in &arrived {
             let job = view.job(id);
             let tracked = Tracked {
                 rates: self.rates_cached(view, id),
@@ -822,6 +837,7 @@ impl Gavel {
             self.deficits_s.insert_filled(Combo::single(id), n, 0.0);
             self.need_update = true;
         }
+        self.admit_scratch = arrived;
     }
 
     /// A round ends when its jobs have run their steps (Gavel's rule). The plan
@@ -842,11 +858,11 @@ impl Gavel {
             // more than the check itself).
             for slot in entry.targets {
                 let Some((id, target)) = slot else { continue };
-                if !self.jobs.contains_key(&id) {
-                    continue;
-                }
-                // One lookup of the engine's job (not inlined across crates).
+                // One lookup of the engine's job. A job that is not tracked
+                // is not running (Gavel forgets a job only once the engine is
+                // done with it), so the running check covers both.
                 let job = view.job(id);
+                debug_assert!(!job.is_running() || self.jobs.contains_key(&id), "{id} runs untracked");
                 if !job.is_running() {
                     continue;
                 }
@@ -2506,7 +2522,11 @@ impl Policy for Gavel {
         for change in view.changes {
             match *change {
                 JobChange::Submitted(id) => {
-                    self.arrived.insert(id);
+                    if self.arrived.last().is_none_or(|&last| last < id) {
+                        self.arrived.push(id);
+                    } else if let Err(at) = self.arrived.binary_search(&id) {
+                        self.arrived.insert(at, id);
+                    }
                 }
                 JobChange::Completed(id) => match self.jobs.get_mut(&id) {
                     // Done before Gavel's accounting: a ghost until a round
