@@ -153,14 +153,15 @@ fn gavel_job(
         row.job_gpus(layout.scale_factor)?,
         steps as f64,
     );
-    let known = job_types.iter().find(|known| ***known == *job_type);
-    job.job_type = Some(match known {
+    let name = match job_types.iter().find(|known| ***known == *job_type) {
         Some(known) => known.clone(),
         None => {
-            job_types.push(job_type.into());
-            job_types[job_types.len() - 1].clone()
+            let name: Arc<str> = job_type.into();
+            job_types.push(name.clone());
+            name
         }
-    });
+    };
+    job.job_type = Some(name);
     Ok(job)
 }
 

@@ -151,15 +151,11 @@ pub fn split_trimmed<'a>(line: &'a str, delimiter: u8, fields: &mut Vec<&'a str>
             _ => f.trim(),
         }
     };
-    // Eight bytes at a time: the delimiters' positions from a mask with the
-    // high bit of each byte that equals `delimiter` (exact per byte: no carry
-    // crosses a byte), then the tail byte by byte.
-    const LOW7: u64 = u64::from_le_bytes([0x7f; 8]);
-    let pattern = u64::from_le_bytes([delimiter; 8]);
+    // Eight bytes at a time, every delimiter among them taken from one
+    // mask, then the tail byte by byte.
     let mut i = 0;
     while let Some(chunk) = bytes.get(i..i + 8) {
-        let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes")) ^ pattern;
-        let mut hits = !(((x & LOW7) + LOW7) | x | LOW7);
+        let mut hits = equal_bytes(chunk, delimiter);
         while hits != 0 {
             let at = i + (hits.trailing_zeros() / 8) as usize;
             fields.push(field(start, at));
@@ -201,21 +197,29 @@ pub fn data_lines(text: &str) -> impl Iterator<Item = (u64, &str)> {
     .filter(|(_, line)| !line.trim().is_empty())
 }
 
-/// Where `byte` first is in `bytes`: eight bytes at a time (a mask with the
-/// high bit of each byte that equals it, exact per byte), then the tail.
+/// Where `byte` first is in `bytes`: eight bytes at a time ([`equal_bytes`]),
+/// then the tail.
 fn find_byte(bytes: &[u8], byte: u8) -> Option<usize> {
-    const LOW7: u64 = u64::from_le_bytes([0x7f; 8]);
-    let pattern = u64::from_le_bytes([byte; 8]);
     let mut i = 0;
     while let Some(chunk) = bytes.get(i..i + 8) {
-        let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes")) ^ pattern;
-        let hits = !(((x & LOW7) + LOW7) | x | LOW7);
+        let hits = equal_bytes(chunk, byte);
         if hits != 0 {
             return Some(i + (hits.trailing_zeros() / 8) as usize);
         }
         i += 8;
     }
     bytes[i..].iter().position(|&b| b == byte).map(|at| i + at)
+}
+
+/// Eight bytes (`chunk`) as a mask with the high bit of each byte that equals
+/// `byte` set, and no other bit: exact per byte, as no carry crosses a byte
+/// (`(x & 0x7f) + 0x7f` sets a byte's high bit where its low seven bits are
+/// not all zero).
+#[inline]
+fn equal_bytes(chunk: &[u8], byte: u8) -> u64 {
+    const LOW7: u64 = u64::from_le_bytes([0x7f; 8]);
+    let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes")) ^ u64::from_le_bytes([byte; 8]);
+    !(((x & LOW7) + LOW7) | x | LOW7)
 }
 
 /// A delimited table whose first non-blank line is a header.

@@ -548,7 +548,8 @@ pub struct Gavel {
     verdict_stamp: u64,
     /// An empty entry buffer for the next round (the one before last's).
     spare_entries: Vec<RoundEntry>,
-    /// The GPUs up per type, a steady round's check (buffer kept between rounds).
+    /// GPUs per type: up, for a steady round's check, or left, in the greedy
+    /// pass (one buffer kept between rounds, refilled by `up_gpus_into` before each use).
     up_scratch: Vec<u32>,
     /// The allocator's input, in id order: of the last allocation, kept so
     /// that the next one refills its rows (each job's rates copied into the
