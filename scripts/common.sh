@@ -24,6 +24,23 @@ build_cotenant() {
   fi
 }
 
+# gavel_sized_traces DIR: Gavel's 3,000-job reference trace at constant load as
+# DIR/g1000.trace (its first 1,000 jobs), DIR/g3000.trace (all of it) and
+# DIR/g10000.trace (the trace three and a third times over, each copy's arrivals shifted
+# by its last arrival plus one mean gap, 600 s).
+gavel_sized_traces() {
+  local gavel=$TRACES/gavel-reference/synth3000_lam600.trace
+  head -n 1000 "$gavel" > "$1/g1000.trace"
+  cp "$gavel" "$1/g3000.trace"
+  # Arrivals are the 10th column (whole seconds); copy k starts k x (last + 600) s later.
+  awk -F'\t' -v OFS='\t' 'NR == FNR { last = $10; rows[NR] = $0; n = NR; next } END {
+      shift = last + 600; out = 0
+      for (k = 0; out < 10000; k++) for (i = 1; i <= n && out < 10000; i++) {
+        split(rows[i], f, "\t"); f[10] += k * shift; line = f[1]
+        for (c = 2; c <= 10; c++) line = line OFS f[c]
+        print line; out++ } }' "$gavel" /dev/null > "$1/g10000.trace"
+}
+
 # need_traces PATH...: each PATH (relative to $TRACES) must exist, or the script stops.
 need_traces() {
   local path

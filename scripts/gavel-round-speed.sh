@@ -42,15 +42,7 @@ run() { # run SIDE BIN TRACE POLICY TAG REPEAT
 
 status=0
 if [[ ${SIZES:-0} == 1 ]]; then
-  head -n 1000 "$GAVEL" > "$RAW/g1000.trace"
-  cp "$GAVEL" "$RAW/g3000.trace"
-  # Arrivals are the 10th column (whole seconds); copy k starts k x (last + 600) s later.
-  awk -F'\t' -v OFS='\t' 'NR == FNR { last = $10; rows[NR] = $0; n = NR; next } END {
-      shift = last + 600; out = 0
-      for (k = 0; out < 10000; k++) for (i = 1; i <= n && out < 10000; i++) {
-        split(rows[i], f, "\t"); f[10] += k * shift; line = f[1]
-        for (c = 2; c <= 10; c++) line = line OFS f[c]
-        print line; out++ } }' "$GAVEL" /dev/null > "$RAW/g10000.trace"
+  gavel_sized_traces "$RAW"
 fi
 for policy in start-up "${POLICIES[@]}"; do
   trace=$GAVEL; p=$policy
