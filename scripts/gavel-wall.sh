@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Wall time of gavel-fifo for two binaries on Gavel-format traces of 4 (start-up alone),
+# Wall time of gavel-fifo (or POLICY) for two binaries on Gavel-format traces of 4 (start-up alone),
 # 1,000, 3,000 and 10,000 jobs at constant load (`gavel_sized_traces` in common.sh; the
 # flags of scripts/gavel-round-speed.sh), alternating the binaries so that the machine's
 # load falls on both alike. Each measurement is the mean of `perf stat -r 10`; the table
@@ -7,13 +7,17 @@
 # the new binary's best per 1,000 jobs. scripts/gavel-round-speed.sh checks outputs; this
 # one only times (and needs `perf`).
 #
-# Usage: scripts/gavel-wall.sh OLD_BIN NEW_BIN [ALTERNATIONS] [SIZE...]
+# Usage: [POLICY=P] [REPS=R] scripts/gavel-wall.sh OLD_BIN NEW_BIN [ALTERNATIONS] [SIZE...]
 #   ALTERNATIONS  default 7.   SIZE  4, 1000, 3000 or 10000 (default: all four).
+#   POLICY        default gavel-fifo (e.g. finish-time-fairness-perf).
+#   REPS          runs per perf stat mean, default 10.
 set -Eeuo pipefail
 source "$(dirname "$0")/common.sh"
 OLD=$(realpath "${1:?usage: scripts/gavel-wall.sh OLD_BIN NEW_BIN [ALTERNATIONS] [SIZE...]}")
 NEW=$(realpath "${2:?usage: scripts/gavel-wall.sh OLD_BIN NEW_BIN [ALTERNATIONS] [SIZE...]}")
 N=${3:-7}
+POLICY=${POLICY:-gavel-fifo}
+REPS=${REPS:-10}
 shift $(( $# >= 3 ? 3 : 2 ))
 SIZES=("$@")
 [[ ${#SIZES[@]} -gt 0 ]] || SIZES=(4 1000 3000 10000)
@@ -24,10 +28,10 @@ trap 'rm -rf "$RAW"' EXIT
 gavel_sized_traces "$RAW"
 head -n 4 "$RAW/g3000.trace" > "$RAW/g4.trace"
 
-mean_ms() { # mean_ms BIN TRACE: the mean wall time of 10 runs, in ms
-  perf stat -r 10 "$1" sim --trace "gavel:$2" --throughputs data/gavel/simulation_throughputs.json.gz \
+mean_ms() { # mean_ms BIN TRACE: the mean wall time of REPS runs, in ms
+  perf stat -r "$REPS" "$1" sim --trace "gavel:$2" --throughputs data/gavel/simulation_throughputs.json.gz \
     --cluster v100=8,p100=8,k80=8 --round 360s --checkpoint-interval 0s --restore-overhead 0s \
-    --seed 0 --threads 1 --json --policy gavel-fifo 2>&1 > /dev/null |
+    --seed 0 --threads 1 --json --policy "$POLICY" 2>&1 > /dev/null |
     awk '/seconds time elapsed/ { printf "%.1f\n", $1 * 1000 }'
 }
 best_median() { sort -n "$1" | awk '{ a[NR] = $1 } END { printf "%.1f %.1f", a[1], a[int((NR + 1) / 2)] }'; }

@@ -171,7 +171,12 @@ pub fn set_threads(threads: Option<usize>) -> Result<()> {
             limits::MAX_THREADS
         );
     }
-    rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().ok();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads);
+    // One thread: this one (parallel iterators then run here, as a plain
+    // loop would), rather than a pool thread that it hands the work to and
+    // waits for.
+    let pool = if threads == 1 { pool.use_current_thread() } else { pool };
+    pool.build_global().ok();
     Ok(())
 }
 
