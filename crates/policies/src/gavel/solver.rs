@@ -230,16 +230,14 @@ impl Dim for Runtime {
 }
 
 /// Whether this CPU runs the solver's AVX2 twins (see [`twin!`]).
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn has_avx2() -> bool {
     #[cfg(test)]
     if BASELINE_ONLY.with(std::cell::Cell::get) {
         return false;
     }
-    #[cfg(target_arch = "x86_64")]
-    return std::arch::is_x86_feature_detected!("avx2");
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    std::arch::is_x86_feature_detected!("avx2")
 }
 
 #[cfg(test)]
