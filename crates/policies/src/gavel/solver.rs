@@ -246,7 +246,7 @@ thread_local! {
     static BASELINE_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// `fn NAME(ARGS) -> R = BODY;`: a function that runs `BODY` (an
+/// `twin! { fn NAME(ARGS) -> R = BODY }`: a function that runs `BODY` (an
 /// `#[inline(always)]` function, as is all that it calls but the other twins),
 /// compiled for AVX2 where the CPU has it and for baseline x86-64 otherwise.
 /// A method takes `&self: TYPE` or `&mut self: TYPE` first.
