@@ -2,10 +2,11 @@
 # Wall time of gavel-fifo (or POLICY) for two binaries on Gavel-format traces of 4 (start-up alone),
 # 1,000, 3,000 and 10,000 jobs at constant load (`gavel_sized_traces` in common.sh; the
 # flags of scripts/gavel-round-speed.sh), alternating the binaries so that the machine's
-# load falls on both alike. Each measurement is the mean of `perf stat -r 10`; the table
-# gives the best and median of ALTERNATIONS such means per binary (ms), their ratio, and
-# the new binary's best per 1,000 jobs. scripts/gavel-round-speed.sh checks outputs; this
-# one only times (and needs `perf`).
+# load falls on both alike. Each measurement is the mean of `perf stat -r REPS` (wall time
+# and task-clock); the table gives the best and median of ALTERNATIONS such wall means per
+# binary (ms), their ratio, the new binary's best per 1,000 jobs, and the best task-clock
+# means and their ratio. scripts/gavel-round-speed.sh checks outputs; this one only times
+# (and needs `perf`).
 #
 # Usage: [POLICY=P] [REPS=R] scripts/gavel-wall.sh OLD_BIN NEW_BIN [ALTERNATIONS] [SIZE...]
 #   ALTERNATIONS  default 7.   SIZE  4, 1000, 3000 or 10000 (default: all four).

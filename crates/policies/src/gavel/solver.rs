@@ -265,58 +265,40 @@ macro_rules! twin {
     ($(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),* $(,)?) $(-> $r:ty)? = $body:path) => {
         $(#[$m])*
         fn $name($($a: $t),*) $(-> $r)? {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx2")]
-                fn avx2($($a: $t),*) $(-> $r)? {
-                    $body($($a),*)
-                }
-                if has_avx2() {
-                    // SAFETY: a `target_feature` function is sound to call
-                    // where the CPU has the features it enables: checked.
-                    #[allow(unsafe_code)]
-                    return unsafe { avx2($($a),*) };
-                }
-            }
-            $body($($a),*)
+            twin!(@call [$($a: $t),*] $(-> $r)? = $body)
         }
     };
     ($(#[$m:meta])* fn $name:ident(&self: $st:ty, $($a:ident: $t:ty),* $(,)?) $(-> $r:ty)? = $body:path) => {
         $(#[$m])*
         fn $name(&self, $($a: $t),*) $(-> $r)? {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx2")]
-                fn avx2(this: &$st, $($a: $t),*) $(-> $r)? {
-                    $body(this, $($a),*)
-                }
-                if has_avx2() {
-                    // SAFETY: as above.
-                    #[allow(unsafe_code)]
-                    return unsafe { avx2(self, $($a),*) };
-                }
-            }
-            $body(self, $($a),*)
+            let this = self;
+            twin!(@call [this: &$st, $($a: $t),*] $(-> $r)? = $body)
         }
     };
     ($(#[$m:meta])* fn $name:ident(&mut self: $st:ty, $($a:ident: $t:ty),* $(,)?) $(-> $r:ty)? = $body:path) => {
         $(#[$m])*
         fn $name(&mut self, $($a: $t),*) $(-> $r)? {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx2")]
-                fn avx2(this: &mut $st, $($a: $t),*) $(-> $r)? {
-                    $body(this, $($a),*)
-                }
-                if has_avx2() {
-                    // SAFETY: as above.
-                    #[allow(unsafe_code)]
-                    return unsafe { avx2(self, $($a),*) };
-                }
-            }
-            $body(self, $($a),*)
+            let this = self;
+            twin!(@call [this: &mut $st, $($a: $t),*] $(-> $r)? = $body)
         }
     };
+    // `BODY(ARGS)`, by the AVX2 copy where the CPU has AVX2.
+    (@call [$($a:ident: $t:ty),*] $(-> $r:ty)? = $body:path) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx2")]
+            fn avx2($($a: $t),*) $(-> $r)? {
+                $body($($a),*)
+            }
+            if has_avx2() {
+                // SAFETY: a `target_feature` function is sound to call where
+                // the CPU has the features it enables: checked.
+                #[allow(unsafe_code)]
+                return unsafe { avx2($($a),*) };
+            }
+        }
+        $body($($a),*)
+    }};
 }
 
 /// Runs `$body` with `$d` bound to the `Dim` for `$n` types.
