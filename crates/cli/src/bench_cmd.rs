@@ -208,8 +208,10 @@ fn decision_latency(run: &RunArgs) -> Result<()> {
         jobs.push(job);
     }
     println!("cluster: {LATENCY_NODES} nodes x 8 = {total_gpus} GPUs; {} jobs submitted at once", jobs.len());
-    println!("| policy | first pass (ms) | waiting | p50 (µs) | p99 (µs) | max (µs) | decisions/s |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| policy | first pass (ms) | waiting | p50 (µs) | p99 (µs) | max (µs) | decisions/s | commands p50 / p99 / max |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let prepared = crate::workload::Prepared {
         workload: cotenant_trace::Workload::default(),
         kind: None,
@@ -234,6 +236,9 @@ fn decision_latency(run: &RunArgs) -> Result<()> {
         let first_ms = started.elapsed().as_secs_f64() * 1e3;
         progress.set_message(format!("decision latency: {name}"));
         let mut samples = Vec::with_capacity(LATENCY_SAMPLES);
+        // Commands each timed step sent to the world (starts, stops, ...): the
+        // size of the decision, which bounds its latency from below.
+        let mut sizes = Vec::with_capacity(LATENCY_SAMPLES);
         // Sample 0 is a warm-up (the allocator tidies up after the mass submission): not timed.
         for i in 0..=LATENCY_SAMPLES {
             let now = Time::from_secs(i as u64 + 1);
@@ -243,24 +248,31 @@ fn decision_latency(run: &RunArgs) -> Result<()> {
             }
             let victim = running[rng.random_range(0..running.len())];
             let started = Instant::now();
-            engine.step(now, Input::JobFinished { job: victim });
+            let commands = engine.step(now, Input::JobFinished { job: victim });
             if i > 0 {
                 samples.push(started.elapsed().as_secs_f64() * 1e6);
+                sizes.push(commands.len());
             }
             progress.set_position((index * (LATENCY_SAMPLES + 1) + i + 1) as u64);
         }
         progress.set_position(((index + 1) * (LATENCY_SAMPLES + 1)) as u64);
         samples.sort_by(f64::total_cmp);
-        let at = |p: f64| samples[((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1];
+        sizes.sort_unstable();
+        let rank = |p: f64, n: usize| ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
+        let at = |p: f64| samples[rank(p, samples.len())];
+        let size_at = |p: f64| sizes[rank(p, sizes.len())];
         let mean = samples.iter().sum::<f64>() / samples.len() as f64;
         progress.suspend(|| {
             println!(
-                "| {name} | {first_ms:.1} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
+                "| {name} | {first_ms:.1} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {} / {} / {} |",
                 engine.pending().len(),
                 at(0.5),
                 at(0.99),
                 samples.last().copied().unwrap_or(0.0),
-                1e6 / mean
+                1e6 / mean,
+                size_at(0.5),
+                size_at(0.99),
+                sizes.last().copied().unwrap_or(0)
             )
         });
     }

@@ -48,8 +48,9 @@ enum Command {
     /// Prints a Markdown table, one row per policy: wall time, events and jobs simulated per
     /// second, scheduling passes, mean JCT; then peak memory. --week times the default week
     /// only; --decision-latency instead times single scheduling decisions on a full
-    /// 40,000-GPU cluster with 10,000 jobs waiting (p50/p99/max per policy, with a progress
-    /// bar). Time a --release build: debug timings say little.
+    /// 40,000-GPU cluster with 10,000 jobs waiting (p50/p99/max per policy and the commands
+    /// each decision sent, with a progress bar). Time a --release build: debug timings say
+    /// little.
     Bench(bench_cmd::BenchArgs),
     /// Simulate multi-tenant LLM serving (default: the bundled Azure code + conv traces as two tenants).
     ServeSim(Box<serve_cmd::ServeSimArgs>),
