@@ -80,7 +80,19 @@ pub(crate) fn run_from(case: &Case, policy: Box<dyn Policy>, base_s: u64) {
     let mut left_s: Vec<f64> = specs.iter().map(|j| j.work).collect();
     let mut started_at: Vec<Option<Time>> = vec![None; n];
     let (mut next_arrival, mut next_node) = (0, 0);
-    for _ in 0..200_000 {
+    // A run is stuck when no job finishes (or ends) in this many steps in a
+    // row. Each job finishes or ends once, so a run that is not stuck takes at
+    // most (jobs + 1) times as many steps. The run's whole length is not
+    // bounded instead: a policy may thrash by its own rule and still finish
+    // (tiresias at a 1 GPU-second first queue with its starvation guard: one
+    // 18-job case took 204,551 steps, `a_thrashing_run_finishes`).
+    let mut steps_since_a_finish = 0u32;
+    loop {
+        steps_since_a_finish += 1;
+        assert!(
+            steps_since_a_finish <= STEPS_WITHOUT_A_FINISH,
+            "stuck: no job finished in {STEPS_WITHOUT_A_FINISH} steps"
+        );
         let arrival = specs.get(next_arrival).map(|j| j.arrival);
         let node_at = case.node_events.get(next_node).map(|e| Time::from_secs(base_s + e.0));
         let finish = started_at
@@ -98,6 +110,7 @@ pub(crate) fn run_from(case: &Case, policy: Box<dyn Policy>, base_s: u64) {
         };
         let mut inputs = Vec::new();
         if let Some((_, job)) = finish.filter(|f| f.0 == now) {
+            steps_since_a_finish = 0;
             started_at[job.index()] = None;
             left_s[job.index()] = 0.0;
             inputs.push(Input::JobFinished { job });
@@ -130,7 +143,10 @@ pub(crate) fn run_from(case: &Case, policy: Box<dyn Policy>, base_s: u64) {
                         left_s[job.index()] = (left_s[job.index()] - (now - at).as_secs_f64()).max(0.0);
                     }
                 }
-                Command::End { job, .. } => started_at[job.index()] = None,
+                Command::End { job, .. } => {
+                    steps_since_a_finish = 0;
+                    started_at[job.index()] = None;
+                }
                 // Every job runs at rate 1 here, whatever its size.
                 Command::Rerate { .. }
                 | Command::Resize { .. }
@@ -153,5 +169,7 @@ pub(crate) fn run_from(case: &Case, policy: Box<dyn Policy>, base_s: u64) {
         }
         assert!(engine.violations().is_empty(), "{:?}", engine.violations());
     }
-    panic!("did not finish");
 }
+
+/// Steps without a job finishing after which [`run_from`] calls a run stuck.
+const STEPS_WITHOUT_A_FINISH: u32 = 200_000;

@@ -483,6 +483,45 @@ mod tests {
     use crate::test_world::{case, run};
     use proptest::prelude::*;
 
+    /// A case the proptest below drew once (its CI run then spent its time
+    /// shrinking it): a first queue of 1 GPU-second and the starvation guard at
+    /// 3 make jobs thrash by Tiresias's own rule (demoted after a fraction of a
+    /// second, promoted back after three times that), and the run takes 204,551
+    /// steps, past the 200,000 the test world once allowed for a whole run. It
+    /// must finish, every pass as the full sort.
+    #[test]
+    fn a_thrashing_run_finishes() {
+        let jobs = vec![
+            (0, 0, 7, 2345.067841398621, false),
+            (0, 0, 0, 1.0, false),
+            (11, 0, 4, 2028.5927748976449, true),
+            (13, 0, 8, 778.3083587582021, false),
+            (46, 0, 7, 2005.345312914232, false),
+            (161, 0, 7, 2002.4361952006, false),
+            (214, 0, 5, 1153.3699428484797, false),
+            (245, 1, 4, 1340.3311297930404, true),
+            (296, 1, 8, 1577.8820806149818, false),
+            (500, 1, 1, 1.0, false),
+            (1000, 0, 1, 1.0, false),
+            (1501, 0, 6, 2484.3519723696554, false),
+            (1578, 0, 5, 1676.8806318721618, false),
+            (1959, 0, 5, 453.67986331061724, false),
+            (2910, 0, 2, 1330.550860173644, false),
+            (3476, 0, 2, 671.7526747297555, false),
+            (3592, 0, 6, 337.5406906493683, false),
+            (3959, 0, 6, 579.5910114063761, false),
+        ];
+        let case = crate::test_world::Case {
+            nodes: 4,
+            gpus_per_node: 4,
+            limits: vec![Some(8), Some(671_191_568)],
+            jobs,
+            node_events: vec![(256, 1, false), (1828, 2, false), (2952, 3, true)],
+            jitter: false,
+        };
+        run(&case, Box::new(Tiresias::new(Placement::Consolidated, vec![1, 13241], 3, DemotionTimer::Exact)));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(96))]
         /// The indexed pass (the contested jobs a range of the ordered running
