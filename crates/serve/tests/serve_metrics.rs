@@ -86,7 +86,15 @@ proptest! {
         prop_assert!(u.mfu_wall <= u.mfu && u.mbu_wall <= u.mbu);
         let peak = result.kv_stats.iter().map(|k| k.peak_used_blocks).max().unwrap_or(0) as f64
             / (kv_tokens / 16) as f64;
-        prop_assert!(u.kv_mean > 0.0 && u.kv_mean <= u.kv_max && u.kv_max <= peak.min(1.0), "{:?} peak {}", u, peak);
+        // The mean is a time integral of fractions divided by the time: when
+        // the fraction is constant it can round one ulp above the max (a case
+        // in serve_metrics.proptest-regressions), as the windows' means below.
+        prop_assert!(
+            u.kv_mean > 0.0 && u.kv_mean <= u.kv_max + 1e-12 && u.kv_max <= peak.min(1.0),
+            "{:?} peak {}",
+            u,
+            peak
+        );
         for window in &usage.kv_windows {
             prop_assert!(window.mean().is_none_or(|m| m <= window.max + 1e-12 && window.max <= 1.0));
         }
