@@ -251,28 +251,26 @@ fn decision_latency(run: &RunArgs) -> Result<()> {
             let commands = engine.step(now, Input::JobFinished { job: victim });
             if i > 0 {
                 samples.push(started.elapsed().as_secs_f64() * 1e6);
-                sizes.push(commands.len());
+                sizes.push(commands.len() as f64);
             }
             progress.set_position((index * (LATENCY_SAMPLES + 1) + i + 1) as u64);
         }
         progress.set_position(((index + 1) * (LATENCY_SAMPLES + 1)) as u64);
         samples.sort_by(f64::total_cmp);
-        sizes.sort_unstable();
-        let rank = |p: f64, n: usize| ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
-        let at = |p: f64| samples[rank(p, samples.len())];
-        let size_at = |p: f64| sizes[rank(p, sizes.len())];
+        sizes.sort_by(f64::total_cmp);
+        let at = |sorted: &[f64], p: f64| cotenant_report::sim_report::percentile(sorted, p).unwrap_or(0.0);
         let mean = samples.iter().sum::<f64>() / samples.len() as f64;
         progress.suspend(|| {
             println!(
-                "| {name} | {first_ms:.1} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {} / {} / {} |",
+                "| {name} | {first_ms:.1} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} / {:.0} / {:.0} |",
                 engine.pending().len(),
-                at(0.5),
-                at(0.99),
-                samples.last().copied().unwrap_or(0.0),
+                at(&samples, 0.5),
+                at(&samples, 0.99),
+                at(&samples, 1.0),
                 1e6 / mean,
-                size_at(0.5),
-                size_at(0.99),
-                sizes.last().copied().unwrap_or(0)
+                at(&sizes, 0.5),
+                at(&sizes, 0.99),
+                at(&sizes, 1.0)
             )
         });
     }

@@ -50,14 +50,15 @@ pub(crate) fn case() -> impl Strategy<Value = Case> {
         })
 }
 
-/// Runs `case` to completion under `policy` (which checks itself as it goes).
-pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) {
-    run_from(case, policy, 0);
+/// Runs `case` to completion under `policy` (which checks itself as it goes);
+/// returns the engine steps it took.
+pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) -> u64 {
+    run_from(case, policy, 0)
 }
 
 /// [`run`] with every arrival and node event `base_s` seconds later (a run far
 /// into the clock's range).
-pub(crate) fn run_from(case: &Case, policy: Box<dyn Policy>, base_s: u64) {
+pub(crate) fn run_from(case: &Case, policy: Box<dyn Policy>, base_s: u64) -> u64 {
     let tenants: Vec<TenantSpec> = case
         .limits
         .iter()
@@ -86,7 +87,7 @@ pub(crate) fn run_from(case: &Case, policy: Box<dyn Policy>, base_s: u64) {
     // bounded instead: a policy may thrash by its own rule and still finish
     // (tiresias at a 1 GPU-second first queue with its starvation guard: one
     // 18-job case took 204,551 steps, `a_thrashing_run_finishes`).
-    let mut steps_since_a_finish = 0u32;
+    let (mut steps, mut steps_since_a_finish) = (0u64, 0u32);
     loop {
         steps_since_a_finish += 1;
         assert!(
@@ -102,11 +103,11 @@ pub(crate) fn run_from(case: &Case, policy: Box<dyn Policy>, base_s: u64) {
             .min();
         if arrival.is_none() && node_at.is_none() && finish.is_none() {
             // Nothing runs and nothing will change: what still waits never fits.
-            return;
+            return steps;
         }
         let wake = engine.next_wakeup();
         let Some(now) = [arrival, node_at, finish.map(|f| f.0), wake].into_iter().flatten().min() else {
-            return;
+            return steps;
         };
         let mut inputs = Vec::new();
         if let Some((_, job)) = finish.filter(|f| f.0 == now) {
@@ -168,6 +169,7 @@ pub(crate) fn run_from(case: &Case, policy: Box<dyn Policy>, base_s: u64) {
             engine.step(now, Input::Batch(reports));
         }
         assert!(engine.violations().is_empty(), "{:?}", engine.violations());
+        steps += 1;
     }
 }
 
