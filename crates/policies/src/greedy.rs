@@ -193,7 +193,8 @@ pub fn preemptive_pass<K: Ord + Copy>(
     let sized = |entry: (K, JobId)| (entry, JobSize::of(view.job(entry.1)));
     let contested: Vec<Sized<K>> = contested.iter().map(|&entry| sized(entry)).collect();
     let contested = SliceJobs { jobs: &contested, next: 0 };
-    contest(view, settled_gpus, contested, waiting.map(sized).peekable(), smallest_waiting, placement, None)
+    let waiting = waiting.map(sized).peekable();
+    contest(view, settled_gpus, contested, waiting, smallest_waiting, placement, None).0
 }
 
 /// The preemptive pass of a policy that ranks every job by one key: the running
@@ -213,6 +214,36 @@ pub fn pass_by_key<K: Ord + Copy>(
 
 /// A job as a preemptive pass examines it: its `(key, id)` and its size.
 pub(crate) type Sized<K> = ((K, JobId), JobSize);
+
+/// The waiting jobs of a preemptive pass, best first, and what the pass tells
+/// them: a plain iterator, or a [`QueueWalk`](crate::queue::QueueWalk) that
+/// jumps over jobs the engine holds `LowerPriority` for and that are too wide
+/// for what is left (learning them from these reports).
+pub(crate) trait WaitingJobs<K> {
+    /// The next job, not consumed.
+    fn peek(&mut self) -> Option<Sized<K>>;
+    /// Consumes the next job.
+    fn next(&mut self) -> Option<Sized<K>>;
+    /// Before the next job is read with `capacity` GPUs left: may go past
+    /// jobs known to hold `LowerPriority` and to request more than that.
+    fn skip_wider(&mut self, _capacity: u32) {}
+    /// The job just consumed holds `LowerPriority` now.
+    fn held(&mut self, _entry: (K, JobId), _gpus: u32) {}
+    /// A job chosen to start found no placement.
+    fn start_failed(&mut self, _id: JobId) {}
+    /// The pass checks tenant limits: a held job may be told another verdict
+    /// (so the walk neither jumps nor learns).
+    fn tenant_limits(&mut self) {}
+}
+
+impl<K: Copy, I: Iterator<Item = Sized<K>>> WaitingJobs<K> for std::iter::Peekable<I> {
+    fn peek(&mut self) -> Option<Sized<K>> {
+        std::iter::Peekable::peek(self).copied()
+    }
+    fn next(&mut self) -> Option<Sized<K>> {
+        Iterator::next(self)
+    }
+}
 
 /// The waiting jobs that hold [`WaitReason::LowerPriority`] as their verdict in
 /// the engine, from this policy's earlier passes. The engine keeps a verdict
@@ -292,50 +323,76 @@ impl HeldVerdicts {
 /// in O(contested + jobs examined), except that a `LowerPriority` verdict the
 /// engine holds already (`held`) is left out. With nothing waiting it decides
 /// nothing.
+#[inline(always)]
 pub(crate) fn pass_contested<K: Ord + Copy>(
     view: &ClusterView<'_>,
     contested: Contested<'_, K>,
-    waiting: impl Iterator<Item = Sized<K>>,
-    smallest_waiting: Option<u32>,
+    queue: &mut WaitQueue<K>,
     placement: Placement,
     held: &mut HeldVerdicts,
 ) -> Decision {
     let jobs = SliceJobs { jobs: contested.jobs, next: 0 };
-    pass_contested_by(
-        view,
-        contested.running_gpus,
-        contested.gpus,
-        jobs,
-        waiting,
-        smallest_waiting,
-        placement,
-        held,
-    )
+    pass_contested_by(view, contested.running_gpus, contested.gpus, jobs, queue, placement, held)
 }
 
 /// [`pass_contested`] with the contested running jobs as a [`ContestedJobs`]
 /// (an index may hand them over without listing them): the running jobs hold
-/// `running_gpus` GPUs in all, the contested ones `contested_gpus`.
-#[allow(clippy::too_many_arguments)]
+/// `running_gpus` GPUs in all, the contested ones `contested_gpus`. A long
+/// queue (from [`WALK_FROM`] jobs) is read by a
+/// [`QueueWalk`](crate::queue::QueueWalk), which keeps in the queue what it
+/// learns of the held jobs at its front; a short one in order.
+#[inline(always)]
 pub(crate) fn pass_contested_by<K: Ord + Copy>(
     view: &ClusterView<'_>,
     running_gpus: u64,
     contested_gpus: u64,
     contested: impl ContestedJobs<K>,
-    waiting: impl Iterator<Item = Sized<K>>,
-    smallest_waiting: Option<u32>,
+    queue: &mut WaitQueue<K>,
     placement: Placement,
     held: &mut HeldVerdicts,
 ) -> Decision {
-    let mut waiting = waiting.peekable();
-    if waiting.peek().is_none() {
+    if queue.is_empty() {
         // Every running job ranks ahead of every waiting one: all stay.
         return Decision::default();
     }
     // At most `running_gpus`, which fits the GPUs that are up.
     let settled_gpus = (running_gpus - contested_gpus) as u32;
-    contest(view, settled_gpus, contested, waiting, smallest_waiting, placement, Some(held))
+    if queue.len() >= WALK_FROM {
+        return pass_walking(view, settled_gpus, contested, queue, placement, held);
+    }
+    queue.forget_held_prefix();
+    let waiting = queue.iter_sized().peekable();
+    contest(view, settled_gpus, contested, waiting, queue.smallest_request(), placement, Some(held)).0
 }
+
+/// [`pass_contested_by`] over a long queue, out of line (a pass over a short
+/// queue, the common case, keeps the code it had before the walk).
+#[inline(never)]
+fn pass_walking<K: Ord + Copy>(
+    view: &ClusterView<'_>,
+    settled_gpus: u32,
+    contested: impl ContestedJobs<K>,
+    queue: &mut WaitQueue<K>,
+    placement: Placement,
+    held: &mut HeldVerdicts,
+) -> Decision {
+    let smallest_waiting = queue.smallest_request();
+    let walk = queue.walk();
+    let (decision, walk) =
+        contest(view, settled_gpus, contested, walk, smallest_waiting, placement, Some(held));
+    let learned = walk.finish();
+    queue.end_walk(learned);
+    decision
+}
+
+/// The shortest wait queue a preemptive pass reads through a
+/// [`QueueWalk`](crate::queue::QueueWalk): below it, the jobs it could jump
+/// over are too few to pay for keeping what it learns. In this crate's tests
+/// it is 8, so that their small worlds take both paths.
+#[cfg(not(test))]
+pub(crate) const WALK_FROM: usize = 1024;
+#[cfg(test)]
+pub(crate) const WALK_FROM: usize = 8;
 
 /// The contested running jobs of a preemptive pass, in `(key, id)` order (keys
 /// distinct), consumed from the front.
@@ -387,21 +444,22 @@ impl<K: Ord + Copy> ContestedJobs<K> for SliceJobs<'_, K> {
 /// has checked [`settled_is_safe`] or passes 0 and every running job);
 /// `contested` holds the other running jobs in key order. With `held`, a
 /// `LowerPriority` verdict the engine holds already is left out.
-fn contest<K: Ord + Copy>(
+fn contest<K: Ord + Copy, W: WaitingJobs<K>>(
     view: &ClusterView<'_>,
     settled_gpus: u32,
     mut contested: impl ContestedJobs<K>,
-    mut waiting: std::iter::Peekable<impl Iterator<Item = Sized<K>>>,
+    mut waiting: W,
     smallest_waiting: Option<u32>,
     placement: Placement,
     mut held: Option<&mut HeldVerdicts>,
-) -> Decision {
+) -> (Decision, W) {
     let mut capacity = view.cluster.up_gpus() - settled_gpus;
     let mut decision = Decision::recycled();
     // The ledger starts from current holdings; running jobs are re-admitted as chosen.
     let mut ledger = TenantLedger::for_limits(view);
     if let Some(ledger) = &mut ledger {
         contested.for_each_left(|(_, size)| ledger.held[size.tenant.index()] -= size.gpus);
+        waiting.tenant_limits();
     }
     let smallest_waiting = smallest_waiting.unwrap_or(0);
     // The contested running jobs not chosen go straight into the decision as
@@ -416,7 +474,12 @@ fn contest<K: Ord + Copy>(
     let mut waiting_cut = false;
     while capacity > 0 {
         waiting_cut |= capacity < smallest_waiting || waiting_examined >= SCAN_LIMIT;
-        let next_waiting = if waiting_cut { None } else { waiting.peek().copied() };
+        let next_waiting = if waiting_cut {
+            None
+        } else {
+            waiting.skip_wider(capacity);
+            waiting.peek()
+        };
         let next_running = contested.peek();
         let take_running = match (next_running, next_waiting) {
             (Some(r), Some(w)) => r.0 <= w.0,
@@ -441,7 +504,7 @@ fn contest<K: Ord + Copy>(
         } else {
             waiting.next()
         };
-        let Some(((_, id), size)) = next else { break };
+        let Some((entry @ (_, id), size)) = next else { break };
         if !take_running {
             waiting_examined += 1;
         }
@@ -458,6 +521,7 @@ fn contest<K: Ord + Copy>(
                 decision.actions.push(Action::Preempt { job: id });
             } else {
                 HeldVerdicts::tell(&mut held, &mut decision, id, WaitReason::LowerPriority);
+                waiting.held(entry, size.gpus);
             }
             continue;
         }
@@ -473,7 +537,7 @@ fn contest<K: Ord + Copy>(
     contested.for_each_left(|((_, id), _)| decision.actions.push(Action::Preempt { job: id }));
     if to_start.is_empty() && decision.actions.is_empty() {
         keep_starts_buffer(to_start);
-        return decision;
+        return (decision, waiting);
     }
     let mut free = FreeMap::new(view.cluster);
     for action in &decision.actions {
@@ -487,11 +551,14 @@ fn contest<K: Ord + Copy>(
         let layout = if placement.reads_layout() { view.job(id).spec.profile.layout } else { None };
         match free.place_shaped(gpus, layout, placement, |_| true) {
             Ok(gpus) => decision.actions.push(Action::Start { job: id, gpus }),
-            Err(reason) => HeldVerdicts::tell(&mut held, &mut decision, id, reason),
+            Err(reason) => {
+                HeldVerdicts::tell(&mut held, &mut decision, id, reason);
+                waiting.start_failed(id);
+            }
         }
     }
     keep_starts_buffer(to_start);
-    decision
+    (decision, waiting)
 }
 
 thread_local! {

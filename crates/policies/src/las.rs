@@ -49,17 +49,18 @@ impl Policy for Las {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_world::{case, run, run_from};
+    use crate::test_world::{case, placement, run, run_from};
     use proptest::prelude::*;
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(96))]
         /// The indexed pass (slope groups, settled jobs never read) decides as
         /// the full sort at every pass (`assert_as_full_sort`), with tenant
-        /// limits, CPU-only jobs, failing nodes and quanta from 1 s to 10 min.
+        /// limits, CPU-only jobs, failing nodes, quanta from 1 s to 10 min and
+        /// placements that may leave a chosen job waiting.
         #[test]
-        fn las_index_decides_as_the_full_sort(case in case(), quantum_s in 1u64..600) {
-            run(&case, Box::new(Las::new(Placement::Consolidated, Span::from_secs(quantum_s))));
+        fn las_index_decides_as_the_full_sort(case in case(), quantum_s in 1u64..600, placement in placement()) {
+            run(&case, Box::new(Las::new(placement, Span::from_secs(quantum_s))));
         }
 
         /// The same far into the clock's range, where a job's line on 2 or more

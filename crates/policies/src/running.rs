@@ -156,7 +156,7 @@ pub(crate) trait KeyIndex {
         &mut self,
         view: &ClusterView<'_>,
         running_gpus: u64,
-        queue: &WaitQueue<u64>,
+        queue: &mut WaitQueue<u64>,
         placement: Placement,
         held: &mut HeldVerdicts,
         buffer: &mut Vec<Sized<u64>>,
@@ -167,7 +167,7 @@ pub(crate) trait KeyIndex {
             None => 0,
         };
         let contested = Contested { running_gpus, jobs: buffer, gpus };
-        pass_contested(view, contested, queue.iter_sized(), queue.smallest_request(), placement, held)
+        pass_contested(view, contested, queue, placement, held)
     }
 }
 
@@ -201,15 +201,14 @@ impl KeyIndex for LasIndex {
         &mut self,
         view: &ClusterView<'_>,
         running_gpus: u64,
-        queue: &WaitQueue<u64>,
+        queue: &mut WaitQueue<u64>,
         placement: Placement,
         held: &mut HeldVerdicts,
         _buffer: &mut Vec<Sized<u64>>,
     ) -> Decision {
         let Some(head) = queue.iter().next() else { return Decision::default() };
         let (jobs, gpus) = self.contested_jobs(view.now, head);
-        let waiting = queue.iter_sized();
-        pass_contested_by(view, running_gpus, gpus, jobs, waiting, queue.smallest_request(), placement, held)
+        pass_contested_by(view, running_gpus, gpus, jobs, queue, placement, held)
     }
 }
 
@@ -245,7 +244,7 @@ impl<I: KeyIndex> Ranked<I> {
             Some(running_gpus) => self.index.pass_contested(
                 view,
                 running_gpus,
-                &self.queue,
+                &mut self.queue,
                 placement,
                 &mut self.held,
                 &mut self.contested,
@@ -253,6 +252,7 @@ impl<I: KeyIndex> Ranked<I> {
             None => {
                 let decision = pass_by_key(view, &mut self.running, &key, &self.queue, placement);
                 self.held.record(&decision);
+                self.queue.forget_held_prefix();
                 decision
             }
         };

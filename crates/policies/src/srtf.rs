@@ -39,7 +39,7 @@ impl Policy for Srtf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_world::{case, run};
+    use crate::test_world::{case, placement, run};
     use proptest::prelude::*;
 
     proptest! {
@@ -47,10 +47,11 @@ mod tests {
         /// The indexed pass (cached upper-bound keys, settled jobs never keyed)
         /// decides as the full sort at every pass (`assert_as_full_sort`), with
         /// tenant limits, CPU-only jobs, failing nodes and progress reports that
-        /// move a running job's remaining time up as well as down.
+        /// move a running job's remaining time up as well as down, and
+        /// placements that may leave a chosen job waiting.
         #[test]
-        fn srtf_index_decides_as_the_full_sort(case in case()) {
-            run(&case, Box::new(Srtf::new(Placement::Consolidated)));
+        fn srtf_index_decides_as_the_full_sort(case in case(), placement in placement()) {
+            run(&case, Box::new(Srtf::new(placement)));
         }
     }
 }

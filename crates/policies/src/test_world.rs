@@ -50,6 +50,14 @@ pub(crate) fn case() -> impl Strategy<Value = Case> {
         })
 }
 
+/// The placements the preemptive passes are checked under: one that never
+/// fails while enough GPUs are free, and one that leaves a job waiting
+/// (`Fragmented`) rather than spread it (a verdict other than `LowerPriority`).
+pub(crate) fn placement() -> impl Strategy<Value = cotenant_core::placement::Placement> {
+    use cotenant_core::placement::Placement;
+    prop_oneof![Just(Placement::Consolidated), Just(Placement::StrictConsolidated)]
+}
+
 /// Runs `case` to completion under `policy` (which checks itself as it goes);
 /// returns the engine steps it took.
 pub(crate) fn run(case: &Case, policy: Box<dyn Policy>) -> u64 {
