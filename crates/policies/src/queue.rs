@@ -275,7 +275,9 @@ pub(crate) struct QueueWalk<'q, K> {
     old: HeldPrefix<K>,
     /// The prefix this pass learns: every job it has gone by, while `building`.
     new: HeldPrefix<K>,
-    /// A capacity below this may jump (the first step's GPUs; 0: no jump).
+    /// A capacity below this may jump: the first step's GPUs at first, then
+    /// the bound where the last jump (or the last try) left the walk; 0 once
+    /// the walk is past the old prefix or may not jump.
     jump_below: u32,
     /// Whether this pass learns a prefix (not when it checks tenant limits).
     building: bool,
