@@ -323,7 +323,6 @@ impl HeldVerdicts {
 /// in O(contested + jobs examined), except that a `LowerPriority` verdict the
 /// engine holds already (`held`) is left out. With nothing waiting it decides
 /// nothing.
-#[inline(always)]
 pub(crate) fn pass_contested<K: Ord + Copy>(
     view: &ClusterView<'_>,
     contested: Contested<'_, K>,
@@ -341,7 +340,6 @@ pub(crate) fn pass_contested<K: Ord + Copy>(
 /// queue (from [`WALK_FROM`] jobs) is read by a
 /// [`QueueWalk`](crate::queue::QueueWalk), which keeps in the queue what it
 /// learns of the held jobs at its front; a short one in order.
-#[inline(always)]
 pub(crate) fn pass_contested_by<K: Ord + Copy>(
     view: &ClusterView<'_>,
     running_gpus: u64,

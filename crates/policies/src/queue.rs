@@ -183,7 +183,7 @@ impl<K: Ord + Copy> WaitQueue<K> {
         let queue: &WaitQueue<K> = self;
         QueueWalk {
             queue,
-            entries: Entries::All(queue.order.iter()).peekable(),
+            entries: queue.order.range::<(K, JobId), _>(..).peekable(),
             new: HeldPrefix { end: None, steps },
             old,
             jump_below,
@@ -270,7 +270,7 @@ impl<K: Ord + Copy> HeldPrefix<K> {
 /// the prefix for the next pass from the verdicts the pass reports.
 pub(crate) struct QueueWalk<'q, K> {
     queue: &'q WaitQueue<K>,
-    entries: Peekable<Entries<'q, K>>,
+    entries: Peekable<btree_map::Range<'q, (K, JobId), JobSize>>,
     /// The prefix the earlier passes learned, read by the jumps.
     old: HeldPrefix<K>,
     /// The prefix this pass learns: every job it has gone by, while `building`.
@@ -298,6 +298,19 @@ impl<K: Ord + Copy> QueueWalk<'_, K> {
         }
     }
 
+    /// The prefix being learned takes in the old prefix's jobs from `from`
+    /// (which it holds, with `floor` the bound there) up to `until` (through
+    /// its end without one): they are gone by, held and too wide.
+    fn take_in_old(&mut self, from: (K, JobId), floor: u32, until: Option<(K, JobId)>) {
+        self.step(from, floor);
+        for i in 0..self.old.steps.len() {
+            let (at, gpus) = self.old.steps[i];
+            if at > from && until.is_none_or(|until| at < until) {
+                self.step(at, gpus);
+            }
+        }
+    }
+
     /// Goes past the jobs the old prefix shows too wide for `capacity` (and
     /// held), if the next one is in it and a step lies ahead of it.
     fn jump(&mut self, capacity: u32) {
@@ -315,37 +328,28 @@ impl<K: Ord + Copy> QueueWalk<'_, K> {
             return;
         };
         let to = self.old.steps.iter().copied().find(|&(_, gpus)| gpus <= capacity);
-        if let Some((to, _)) = to.filter(|&(to, _)| to <= from) {
+        if to.is_some_and(|(to, _)| to <= from) {
             // The bound here is at most `capacity`: only a smaller capacity
             // (or a job further on) can jump again.
-            debug_assert!(to <= from && floor <= capacity);
+            debug_assert!(floor <= capacity);
             self.jump_below = floor;
             return;
         }
-        // Every job from `from` up to `to` (through the prefix's end without
-        // one) is gone by: held and too wide.
         if self.building {
-            self.step(from, floor);
-            for i in 0..self.old.steps.len() {
-                let (at, gpus) = self.old.steps[i];
-                if at > from && to.is_none_or(|(to, _)| at < to) {
-                    self.step(at, gpus);
-                }
-            }
+            self.take_in_old(from, floor, to.map(|(to, _)| to));
         }
         let order = &self.queue.order;
         match to {
             Some((to, gpus)) => {
-                self.entries = Entries::From(order.range(to..)).peekable();
+                self.entries = order.range(to..).peekable();
                 self.jump_below = gpus;
             }
             None => {
-                let end = self.old.end.expect("the prefix contains a job");
-                let rest = match end {
+                self.entries = match self.old.end.expect("the prefix contains a job") {
                     PrefixEnd::Through(end) => order.range((Bound::Excluded(end), Bound::Unbounded)),
                     PrefixEnd::Before(end) => order.range(end..),
-                };
-                self.entries = Entries::From(rest).peekable();
+                }
+                .peekable();
                 self.jump_below = 0;
             }
         }
@@ -366,13 +370,7 @@ impl<K: Ord + Copy> QueueWalk<'_, K> {
             };
             if let Some(next) = next.filter(|&next| self.old.contains(next)) {
                 if let Some(floor) = self.old.floor_at(next) {
-                    self.step(next, floor);
-                    for i in 0..self.old.steps.len() {
-                        let (at, gpus) = self.old.steps[i];
-                        if at > next {
-                            self.step(at, gpus);
-                        }
-                    }
+                    self.take_in_old(next, floor, None);
                     self.new.end = self.old.end;
                 }
             }
@@ -384,24 +382,6 @@ impl<K: Ord + Copy> QueueWalk<'_, K> {
             self.new.end = None;
         }
         (self.new, self.old.steps)
-    }
-}
-
-/// A walk's waiting jobs: the whole queue (an iterator that costs nothing to
-/// begin, where a range searches the tree for both ends), or from a jump on.
-enum Entries<'q, K> {
-    All(btree_map::Iter<'q, (K, JobId), JobSize>),
-    From(btree_map::Range<'q, (K, JobId), JobSize>),
-}
-
-impl<'q, K> Iterator for Entries<'q, K> {
-    type Item = (&'q (K, JobId), &'q JobSize);
-    #[inline]
-    fn next(&mut self) -> Option<Self::Item> {
-        match self {
-            Entries::All(entries) => entries.next(),
-            Entries::From(entries) => entries.next(),
-        }
     }
 }
 

@@ -427,9 +427,8 @@ impl Tiresias {
 
 /// The running jobs at or after `head` in list order (the running set is in
 /// key order: they are a range of it), with their sizes, into `out`; returns
-/// their GPUs. Out of line: inlined, its cost moved with how much of the pass
-/// was inlined around it (callgrind, full Philly: its sum line went from 14.6 M
-/// to 43.7 M instructions when the pass changed, the loop itself unchanged).
+/// their GPUs. Out of line, so that its code does not depend on how much of
+/// the pass is inlined around it (docs/performance-history.md, fourteenth round).
 #[inline(never)]
 fn contested_from(
     running: &BTreeMap<(Key, JobId), JobSize>,
